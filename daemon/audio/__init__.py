@@ -1,0 +1,1 @@
+"""Audio out: sentence joins, the sounddevice player, the WAV writer."""

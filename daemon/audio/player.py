@@ -1,0 +1,206 @@
+"""Local playback: a sounddevice callback stream fed from a bounded buffer.
+
+The callback only copies from the buffer, so synthesis of the next sentence runs while this one
+plays; `stop()` empties the buffer and ends playback at the next callback. When the device
+cannot open the voice's rate (or `audio.sample_rate` asks for another), soxr resamples.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from daemon.errors import AudioDeviceError
+
+NO_DEVICE_HINT = "write a file instead with -o out.wav"
+
+
+def _sounddevice():
+    try:
+        import sounddevice
+    except OSError as error:
+        raise AudioDeviceError(
+            f"the PortAudio library is missing ({error}); "
+            f"install libportaudio2, or {NO_DEVICE_HINT}"
+        ) from None
+    return sounddevice
+
+
+def output_devices() -> list[dict[str, Any]]:
+    """Output-capable devices as sounddevice describes them (index, name, default rate)."""
+    sd = _sounddevice()
+    return [
+        {"index": d["index"], "name": d["name"], "default_samplerate": d["default_samplerate"]}
+        for d in sd.query_devices()
+        if d["max_output_channels"] > 0
+    ]
+
+
+def _describe_devices() -> str:
+    names = [f"{d['index']}: {d['name']}" for d in output_devices()]
+    return "; ".join(names) if names else "none"
+
+
+@dataclass(frozen=True)
+class OutputTarget:
+    device: int
+    name: str
+    sample_rate: int
+
+
+def resolve_output(device: str | int | None, sample_rate: int) -> OutputTarget:
+    """The device to open and the rate it will run at; AudioDeviceError if there is none."""
+    sd = _sounddevice()
+    try:
+        info = sd.query_devices(device, "output")
+    except (ValueError, sd.PortAudioError) as error:
+        if device is None:
+            raise AudioDeviceError(f"no audio output device found; {NO_DEVICE_HINT}") from None
+        raise AudioDeviceError(
+            f"audio device {device!r} is not usable ({error}); output devices: "
+            f"{_describe_devices()}; or {NO_DEVICE_HINT}"
+        ) from None
+    try:
+        sd.check_output_settings(info["index"], channels=1, dtype="float32", samplerate=sample_rate)
+        rate = sample_rate
+    except sd.PortAudioError:
+        rate = int(info["default_samplerate"])
+    return OutputTarget(device=info["index"], name=info["name"], sample_rate=rate)
+
+
+class _BoundedBuffer:
+    """Float32 samples between the producer and the audio callback, at most `capacity` held."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self._blocks: deque[np.ndarray] = deque()
+        self._held = 0
+        self._closed = False
+        self._cond = threading.Condition()
+
+    def put(self, block: np.ndarray) -> bool:
+        """Blocks while full. False once the buffer was cleared by a stop."""
+        with self._cond:
+            while self._held >= self.capacity and not self._closed:
+                self._cond.wait()
+            if self._closed:
+                return False
+            self._blocks.append(block)
+            self._held += len(block)
+            return True
+
+    def take_into(self, out: np.ndarray) -> int:
+        """Fills `out` from the front; returns the frames written. Never waits."""
+        written = 0
+        with self._cond:
+            while written < len(out) and self._blocks:
+                block = self._blocks[0]
+                count = min(len(block), len(out) - written)
+                out[written : written + count] = block[:count]
+                written += count
+                if count == len(block):
+                    self._blocks.popleft()
+                else:
+                    self._blocks[0] = block[count:]
+            self._held -= written
+            self._cond.notify_all()
+        return written
+
+    def close(self, discard: bool) -> None:
+        with self._cond:
+            self._closed = True
+            if discard:
+                self._blocks.clear()
+                self._held = 0
+            self._cond.notify_all()
+
+    @property
+    def drained(self) -> bool:
+        with self._cond:
+            return self._closed and not self._blocks
+
+
+class Player:
+    """Plays one utterance at a time on the configured device."""
+
+    def __init__(
+        self,
+        device: str | int | None = None,
+        volume: float = 1.0,
+        output_rate: int | None = None,
+        buffer_s: float = 2.0,
+        blocksize: int = 1024,
+    ) -> None:
+        self.device = device
+        self.volume = volume
+        self.output_rate = output_rate
+        self.buffer_s = buffer_s
+        self.blocksize = blocksize
+        self._buffer: _BoundedBuffer | None = None
+        self._stopped = threading.Event()
+
+    def target(self, sample_rate: int) -> OutputTarget:
+        return resolve_output(self.device, self.output_rate or sample_rate)
+
+    def play(self, blocks: Iterable[np.ndarray], sample_rate: int) -> bool:
+        """Plays float32 mono blocks until they end; False if `stop()` cut it short."""
+        sd = _sounddevice()
+        target = self.target(sample_rate)
+        resampler = None
+        if target.sample_rate != sample_rate:
+            import soxr
+
+            resampler = soxr.ResampleStream(sample_rate, target.sample_rate, 1, dtype="float32")
+        buffer = _BoundedBuffer(int(target.sample_rate * self.buffer_s))
+        done = threading.Event()
+        self._buffer = buffer
+        self._stopped.clear()
+
+        def callback(outdata, frames, _time, _status) -> None:
+            mono = outdata[:, 0]
+            written = buffer.take_into(mono)
+            mono[written:] = 0.0
+            if self.volume != 1.0:
+                mono *= self.volume
+            if written < frames and buffer.drained:
+                raise sd.CallbackStop
+
+        try:
+            stream = sd.OutputStream(
+                samplerate=target.sample_rate,
+                device=target.device,
+                channels=1,
+                dtype="float32",
+                blocksize=self.blocksize,
+                callback=callback,
+                finished_callback=done.set,
+            )
+        except sd.PortAudioError as error:
+            raise AudioDeviceError(
+                f"cannot open audio device {target.name!r} at {target.sample_rate} Hz: {error}; "
+                f"or {NO_DEVICE_HINT}"
+            ) from None
+        with stream:
+            for block in blocks:
+                if resampler is not None:
+                    block = resampler.resample_chunk(block)
+                if block.size and not buffer.put(np.ascontiguousarray(block, dtype=np.float32)):
+                    break
+            if resampler is not None and not self._stopped.is_set():
+                buffer.put(resampler.resample_chunk(np.zeros(0, dtype=np.float32), last=True))
+            buffer.close(discard=self._stopped.is_set())
+            done.wait()
+        self._buffer = None
+        return not self._stopped.is_set()
+
+    def stop(self) -> None:
+        """Ends the current playback now, dropping what was buffered."""
+        self._stopped.set()
+        buffer = self._buffer
+        if buffer is not None:
+            buffer.close(discard=True)

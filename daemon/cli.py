@@ -1,0 +1,224 @@
+"""`fastvoice` command line. Exit codes: 0 ok, 2 usage or config error, 1 runtime failure."""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import logging
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from daemon import __version__
+from daemon.audio.pcm import join_sentences
+from daemon.config import Config, config_path_in_use, load_config, read_config_file
+from daemon.errors import FastvoiceError, TextError
+from daemon.runtime.select import create_backend
+from daemon.synthesizer import Synthesizer
+from daemon.voices.base import SpeechOptions
+from daemon.voices.registry import VoiceRegistry
+
+log = logging.getLogger("fastvoice")
+
+
+def _bounded_float(low: float, high: float, low_inclusive: bool = True) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        too_low = value < low if low_inclusive else value <= low
+        if too_low or value > high or value != value:
+            bracket = "[" if low_inclusive else "("
+            raise argparse.ArgumentTypeError(f"{text} is outside {bracket}{low}, {high}]")
+        return value
+
+    return parse
+
+
+def _device(text: str) -> str | int:
+    return int(text) if text.isdigit() else text
+
+
+def _read_text(argument: str) -> str:
+    if argument != "-":
+        return argument
+    raw = sys.stdin.buffer.read()
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise TextError(
+            f"standard input is not UTF-8 text (bad byte at offset {error.start})"
+        ) from None
+
+
+def _speaker(text: str) -> str | int:
+    return int(text) if text.isdigit() else text
+
+
+def _setup(config: Config) -> VoiceRegistry:
+    backend, reason = create_backend(config.runtime)
+    log.info("backend %s (%s)", backend.name, reason)
+    return VoiceRegistry(config, backend)
+
+
+def cmd_say(args: argparse.Namespace) -> int:
+    config = load_config(args.config)
+    text = _read_text(args.text)
+    registry = _setup(config)
+    voice = registry.get(args.voice)
+    rate = voice.info.sample_rate
+    player = None
+    if args.output is None:
+        from daemon.audio.player import Player
+
+        player = Player(
+            device=args.device if args.device is not None else config.audio.device,
+            volume=config.audio.volume,
+            output_rate=config.audio.sample_rate,
+        )
+        target = player.target(rate)
+        log.info("playing on %s at %d Hz", target.name, target.sample_rate)
+    options = SpeechOptions(
+        speaker=args.speaker,
+        length_scale=args.length_scale,
+        noise_scale=args.noise_scale,
+        noise_w=args.noise_w,
+        volume=args.volume,
+    )
+    chunks = Synthesizer(registry, config.text).synthesize(text, voice.info.name, options)
+    first = next(chunks)
+    pause = config.audio.sentence_pause_s if args.sentence_pause is None else args.sentence_pause
+    blocks = join_sentences(
+        (chunk.samples for chunk in itertools.chain([first], chunks)),
+        rate,
+        pause,
+        config.audio.fade_ms,
+    )
+    if player is None:
+        from daemon.audio.wav import write_wav
+
+        try:
+            frames = write_wav(args.output, blocks, rate)
+        except OSError as error:
+            raise FastvoiceError(f"cannot write {args.output}: {error.strerror or error}") from None
+        log.info("wrote %s: %.2f s at %d Hz", args.output, frames / rate, rate)
+        return 0
+    try:
+        player.play(blocks, rate)
+    except KeyboardInterrupt:
+        player.stop()
+        raise
+    return 0
+
+
+def cmd_voices(args: argparse.Namespace) -> int:
+    config = load_config(args.config)
+    registry = _setup(config)
+    infos = [registry.get(name).info for name in registry.names]
+    if args.json:
+        print(json.dumps([info.as_dict() for info in infos], indent=2))
+        return 0
+    print(f"{'name':<24} {'family':<7} {'language':<9} {'rate':>6} {'speakers':>8}  backend")
+    for info in infos:
+        stage = info.stages[0]
+        backend = f"{stage.backend} ({', '.join(stage.providers)}; {stage.threads} threads)"
+        marker = "*" if info.name == config.voice else " "
+        print(
+            f"{info.name + marker:<24} {info.family:<7} {info.language:<9} {info.sample_rate:>6} "
+            f"{max(1, len(info.speakers)):>8}  {backend}"
+        )
+    print("* default voice")
+    return 0
+
+
+def cmd_devices(args: argparse.Namespace) -> int:
+    from daemon.audio.player import output_devices
+
+    devices = output_devices()
+    if not devices:
+        print("no audio output devices; use -o out.wav to write a file")
+        return 1
+    for device in devices:
+        print(f"{device['index']:>3}  {device['name']}  ({int(device['default_samplerate'])} Hz)")
+    return 0
+
+
+def cmd_config_check(args: argparse.Namespace) -> int:
+    path = args.path or config_path_in_use(args.config)
+    if path is None:
+        print("no config file given or found; the built-in defaults are valid")
+        return 0
+    config = read_config_file(path)
+    print(f"{path}: ok ({len(config.voices)} voice(s), default {config.voice!r})")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--config",
+        type=Path,
+        help="config file (default: $FASTVOICE_CONFIG, /etc/fastvoice/fastvoice.yaml)",
+    )
+    common.add_argument("-v", "--verbose", action="store_true", help="log what happens")
+
+    parser = argparse.ArgumentParser(
+        prog="fastvoice", description="Offline text-to-speech for edge boxes.", parents=[common]
+    )
+    parser.add_argument("--version", action="version", version=f"fastvoice {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    say = commands.add_parser("say", parents=[common], help="speak a text (or write it to a WAV)")
+    say.add_argument("text", help="text to speak, or - to read standard input")
+    say.add_argument("--voice", help="voice name (see `fastvoice voices`)")
+    say.add_argument(
+        "--speaker", type=_speaker, help="speaker name or index (multi-speaker voices)"
+    )
+    say.add_argument("-o", "--output", type=Path, help="write a WAV file instead of playing")
+    say.add_argument("--device", type=_device, help="output device name or index")
+    say.add_argument(
+        "--length-scale", type=_bounded_float(0, 5, low_inclusive=False), help="> 1 is slower"
+    )
+    say.add_argument("--noise-scale", type=_bounded_float(0, 2), help="generator noise")
+    say.add_argument("--noise-w", type=_bounded_float(0, 2), help="phoneme width noise")
+    say.add_argument("--volume", type=_bounded_float(0, 1), default=1.0, help="0 to 1 (default 1)")
+    say.add_argument(
+        "--sentence-pause", type=_bounded_float(0, 5), help="seconds between sentences"
+    )
+    say.set_defaults(handler=cmd_say)
+
+    voices = commands.add_parser("voices", parents=[common], help="list voices and their backend")
+    voices.add_argument("--json", action="store_true", help="machine-readable output")
+    voices.set_defaults(handler=cmd_voices)
+
+    devices = commands.add_parser("devices", parents=[common], help="list audio output devices")
+    devices.set_defaults(handler=cmd_devices)
+
+    config = commands.add_parser("config", parents=[common], help="configuration tools")
+    config_commands = config.add_subparsers(dest="config_command", required=True, metavar="ACTION")
+    check = config_commands.add_parser("check", parents=[common], help="validate a config file")
+    check.add_argument("path", type=Path, nargs="?", help="file to check (default: the one in use)")
+    check.set_defaults(handler=cmd_config_check)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        return args.handler(args)
+    except FastvoiceError as error:
+        print(f"fastvoice: error: {error}", file=sys.stderr)
+        return error.exit_code
+    except KeyboardInterrupt:
+        return 130
+    except Exception as error:
+        if args.verbose:
+            log.exception("unexpected failure")
+        print(f"fastvoice: internal error: {error!r} (run with -v for details)", file=sys.stderr)
+        return 1

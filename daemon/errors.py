@@ -1,0 +1,33 @@
+"""Errors a user can act on. Each carries a message meant to be shown as is, no traceback."""
+
+
+class FastvoiceError(Exception):
+    """Base of every error the CLI and service turn into a message."""
+
+    exit_code = 1
+
+
+class ConfigError(FastvoiceError):
+    """The configuration file (or an option) is invalid; the message names the key path."""
+
+    exit_code = 2
+
+
+class TextError(FastvoiceError):
+    """The text to speak cannot be spoken (empty, too long, nothing speakable)."""
+
+    exit_code = 2
+
+
+class VoiceError(FastvoiceError):
+    """A voice is unknown, missing files, or does not match its graph."""
+
+    exit_code = 2
+
+
+class BackendError(FastvoiceError):
+    """A runtime backend is unavailable or failed to load or run a stage."""
+
+
+class AudioDeviceError(FastvoiceError):
+    """No usable output device, or the device failed while playing."""

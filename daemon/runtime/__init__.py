@@ -1,0 +1,1 @@
+"""Runtime backends: make one model stage runnable. Voices see only `Stage`."""

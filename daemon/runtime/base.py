@@ -1,0 +1,67 @@
+"""The backend interface: load a stage, run it, report what was really obtained."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    name: str
+    dtype: str
+    shape: tuple[int | str | None, ...]
+
+
+@dataclass(frozen=True)
+class StageReport:
+    """What a loaded stage really runs on; shown by `fastvoice voices` and in status."""
+
+    stage: str
+    backend: str
+    providers: tuple[str, ...]
+    model_path: str
+    load_s: float
+    memory_bytes: int
+    threads: int | None = None
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "stage": self.stage,
+            "backend": self.backend,
+            "providers": list(self.providers),
+            "model_path": self.model_path,
+            "load_s": round(self.load_s, 3),
+            "memory_bytes": self.memory_bytes,
+            "threads": self.threads,
+            "notes": list(self.notes),
+        }
+
+
+class Stage(ABC):
+    """One model graph, ready to run. Thread safety: one `run` at a time per stage."""
+
+    report: StageReport
+    inputs: tuple[TensorSpec, ...]
+    outputs: tuple[TensorSpec, ...]
+
+    @abstractmethod
+    def run(self, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+        """Run the graph on named inputs; returns the outputs in graph order."""
+
+    def input_names(self) -> set[str]:
+        return {spec.name for spec in self.inputs}
+
+
+class Backend(ABC):
+    name: ClassVar[str]
+
+    @abstractmethod
+    def load(self, model_path: Path, stage: str) -> Stage:
+        """Load one stage; raises BackendError with a message on failure."""

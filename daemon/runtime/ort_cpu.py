@@ -1,0 +1,95 @@
+"""ONNX Runtime on the CPU, tuned for one utterance at a time on a small box.
+
+Full graph optimisation, sequential execution, memory pattern on, intra-op threads equal to the
+physical cores this process may use. Stock Piper uses a default session; these settings are
+where the CPU backend earns its keep.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+import psutil
+
+from daemon.errors import BackendError
+from daemon.runtime.base import Backend, Stage, StageReport, TensorSpec
+
+PROVIDER = "CPUExecutionProvider"
+
+
+def physical_cores_available() -> int:
+    """Physical cores, capped by the CPUs this process is allowed to run on (cgroups, taskset)."""
+    physical = psutil.cpu_count(logical=False) or os.cpu_count() or 1
+    try:
+        allowed = len(os.sched_getaffinity(0))
+    except AttributeError:
+        allowed = os.cpu_count() or 1
+    return max(1, min(physical, allowed))
+
+
+def _specs(args: list) -> tuple[TensorSpec, ...]:
+    return tuple(TensorSpec(a.name, a.type, tuple(a.shape)) for a in args)
+
+
+class OrtCpuStage(Stage):
+    def __init__(self, session, report: StageReport) -> None:
+        self._session = session
+        self.report = report
+        self.inputs = _specs(session.get_inputs())
+        self.outputs = _specs(session.get_outputs())
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+        try:
+            return self._session.run(None, dict(feeds))
+        except Exception as error:  # ORT raises its own exception types from C++
+            raise BackendError(f"{self.report.stage}: inference failed: {error}") from error
+
+
+class OrtCpuBackend(Backend):
+    name = "ort-cpu"
+
+    def __init__(self, threads: int | None = None) -> None:
+        self.threads = threads or physical_cores_available()
+
+    def session_options(self):
+        import onnxruntime as ort
+
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        options.enable_mem_pattern = True
+        options.intra_op_num_threads = self.threads
+        options.inter_op_num_threads = 1
+        options.log_severity_level = 3
+        return options
+
+    def load(self, model_path: Path, stage: str) -> Stage:
+        import onnxruntime as ort
+
+        rss_before = psutil.Process().memory_info().rss
+        started = time.perf_counter()
+        try:
+            session = ort.InferenceSession(
+                str(model_path), sess_options=self.session_options(), providers=[PROVIDER]
+            )
+        except Exception as error:
+            raise BackendError(f"{stage}: cannot load {model_path}: {error}") from error
+        load_s = time.perf_counter() - started
+        providers = tuple(session.get_providers())
+        if PROVIDER not in providers:
+            raise BackendError(f"{stage}: asked for {PROVIDER}, ONNX Runtime gave {providers}")
+        report = StageReport(
+            stage=stage,
+            backend=self.name,
+            providers=providers,
+            model_path=str(model_path),
+            load_s=load_s,
+            memory_bytes=max(0, psutil.Process().memory_info().rss - rss_before),
+            threads=self.threads,
+            notes=(f"onnxruntime {ort.__version__}",),
+        )
+        return OrtCpuStage(session, report)

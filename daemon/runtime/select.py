@@ -1,0 +1,16 @@
+"""Pick the backend named in config, or the best one this box has for `auto`."""
+
+from __future__ import annotations
+
+from daemon.config import RuntimeConfig
+from daemon.runtime.base import Backend
+from daemon.runtime.ort_cpu import OrtCpuBackend
+
+
+def create_backend(config: RuntimeConfig) -> tuple[Backend, str]:
+    """Returns the backend and a one-line reason, logged and shown in status."""
+    threads = None if config.threads == "auto" else config.threads
+    backend = OrtCpuBackend(threads=threads)
+    if config.backend == "auto":
+        return backend, "auto: ort-cpu is the only backend in this install"
+    return backend, f"{config.backend}: chosen in config"

@@ -1,0 +1,79 @@
+"""Text in, sentences out: cleaned of what a phonemizer chokes on, bounded in length.
+
+Splitting before phonemizing lets the first sentence play while the rest is still being
+synthesized, and keeps any one inference small (long unpunctuated runs are cut at a pause).
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+from daemon.config import TextConfig
+from daemon.errors import TextError
+
+# Letters that end a sentence when followed by a space or the end (ASCII and CJK forms).
+_SENTENCE_END = re.compile(r"(?<=[.!?…。！？])[\"'”’)\]]*\s+")
+_PARAGRAPH = re.compile(r"\n[ \t\r\f\v]*\n")
+_WHITESPACE = re.compile(r"\s+")
+_PAUSE = re.compile(r"[,;:—–]\s")
+# Unicode categories dropped outright: controls, format characters (zero-width, bidi
+# overrides), surrogates, private use and unassigned code points.
+_DROPPED_CATEGORIES = {"Cc", "Cf", "Cs", "Co", "Cn"}
+
+
+def clean(text: str) -> str:
+    """NFC, controls and invisible characters removed, whitespace collapsed; paragraphs kept."""
+    text = unicodedata.normalize("NFC", text)
+    paragraphs = []
+    for paragraph in _PARAGRAPH.split(text):
+        kept = "".join(
+            " " if ch.isspace() else ch
+            for ch in paragraph
+            if ch.isspace() or unicodedata.category(ch) not in _DROPPED_CATEGORIES
+        )
+        kept = _WHITESPACE.sub(" ", kept).strip()
+        if kept:
+            paragraphs.append(kept)
+    return "\n\n".join(paragraphs)
+
+
+def _cut_long(sentence: str, limit: int) -> list[str]:
+    """Cut at the last pause (comma, semicolon …) before the limit, else at a space, else hard."""
+    pieces = []
+    while len(sentence) > limit:
+        window = sentence[: limit + 1]
+        pauses = [m.end() for m in _PAUSE.finditer(window)]
+        cut = pauses[-1] if pauses else window.rfind(" ") + 1
+        if cut <= limit // 4:
+            cut = limit
+        pieces.append(sentence[:cut].strip())
+        sentence = sentence[cut:].strip()
+    if sentence:
+        pieces.append(sentence)
+    return pieces
+
+
+def split_sentences(text: str, max_sentence_chars: int) -> list[str]:
+    """Sentences of cleaned text, none longer than `max_sentence_chars`."""
+    sentences: list[str] = []
+    for paragraph in text.split("\n\n"):
+        for sentence in _SENTENCE_END.split(paragraph):
+            sentence = sentence.strip()
+            if sentence:
+                sentences.extend(_cut_long(sentence, max_sentence_chars))
+    return sentences
+
+
+def prepare(text: object, config: TextConfig) -> list[str]:
+    """Validate and split a request's text; raises TextError naming the problem."""
+    if not isinstance(text, str):
+        raise TextError(f"text must be a string, got {type(text).__name__}")
+    if len(text) > config.max_chars:
+        raise TextError(
+            f"text is {len(text)} characters, above the maximum {config.max_chars} (text.max_chars)"
+        )
+    cleaned = clean(text)
+    if not cleaned:
+        raise TextError("text is empty (after removing whitespace and control characters)")
+    return split_sentences(cleaned, config.max_sentence_chars)

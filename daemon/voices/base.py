@@ -1,0 +1,54 @@
+"""What every voice family offers: per-sentence synthesis and a description of itself."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from daemon.runtime.base import StageReport
+
+
+@dataclass(frozen=True)
+class SpeechOptions:
+    """Per-request settings; None means the voice's configured default."""
+
+    speaker: str | int | None = None
+    length_scale: float | None = None
+    noise_scale: float | None = None
+    noise_w: float | None = None
+    volume: float = 1.0
+
+
+@dataclass(frozen=True)
+class VoiceInfo:
+    name: str
+    family: str
+    language: str
+    sample_rate: int
+    speakers: tuple[str, ...]
+    stages: tuple[StageReport, ...] = field(default_factory=tuple)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "family": self.family,
+            "language": self.language,
+            "sample_rate": self.sample_rate,
+            "speakers": list(self.speakers),
+            "stages": [stage.as_dict() for stage in self.stages],
+        }
+
+
+class Voice(ABC):
+    info: VoiceInfo
+
+    @abstractmethod
+    def synthesize_sentence(self, sentence: str, options: SpeechOptions) -> Iterator[np.ndarray]:
+        """Float32 mono audio in [-1, 1] at `info.sample_rate`, one array per spoken sentence.
+
+        Yields nothing when the sentence holds nothing speakable.
+        """

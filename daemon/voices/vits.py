@@ -1,0 +1,196 @@
+"""Piper-format VITS voices: espeak phonemes (piper-tts's phonemizer) → ids → one graph → audio."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import threading
+import unicodedata
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from daemon.config import VoiceConfig
+from daemon.errors import VoiceError
+from daemon.runtime.base import Backend, Stage
+from daemon.voices.base import SpeechOptions, Voice, VoiceInfo
+
+REQUIRED_INPUTS = {"input", "input_lengths", "scales"}
+# espeak-ng keeps global state (the selected voice): one phonemizer call at a time per process.
+_ESPEAK_LOCK = threading.Lock()
+_espeak = None
+
+
+def _phonemize_espeak(language: str, text: str) -> list[list[str]]:
+    global _espeak
+    from piper.phonemize_espeak import EspeakPhonemizer
+
+    with _ESPEAK_LOCK:
+        if _espeak is None:
+            _espeak = EspeakPhonemizer()
+        return _espeak.phonemize(language, text)
+
+
+def voice_files(name: str, config: VoiceConfig) -> tuple[Path, Path]:
+    """The model and its JSON, from an installed package or from paths."""
+    if config.package is not None:
+        try:
+            package = importlib.import_module(config.package)
+        except ImportError as error:
+            raise VoiceError(
+                f"voice {name!r}: package {config.package!r} is not installed "
+                f"(pip install {config.package.replace('_', '-')}): {error}"
+            ) from None
+        if not (hasattr(package, "model_path") and hasattr(package, "config_path")):
+            raise VoiceError(
+                f"voice {name!r}: package {config.package!r} has no model_path()/config_path()"
+            )
+        model, json_path = Path(package.model_path()), Path(package.config_path())
+    else:
+        assert config.model is not None
+        model = config.model
+        json_path = config.config or model.with_name(model.name + ".json")
+    for path in (model, json_path):
+        if not path.is_file():
+            raise VoiceError(f"voice {name!r}: {path} does not exist")
+    return model, json_path
+
+
+def _read_piper_config(name: str, json_path: Path):
+    from piper.config import PhonemeType, PiperConfig
+
+    try:
+        raw = json.loads(json_path.read_text(encoding="utf-8"))
+        piper_config = PiperConfig.from_dict(raw)
+    except json.JSONDecodeError as error:
+        raise VoiceError(f"voice {name!r}: {json_path} is not valid JSON: {error}") from None
+    except KeyError as error:
+        raise VoiceError(f"voice {name!r}: {json_path} lacks the key {error}") from None
+    except (ValueError, TypeError) as error:
+        raise VoiceError(f"voice {name!r}: {json_path}: {error}") from None
+    if piper_config.phoneme_type not in (PhonemeType.ESPEAK, PhonemeType.TEXT):
+        raise VoiceError(
+            f"voice {name!r}: phoneme_type {piper_config.phoneme_type.value!r} is not supported "
+            "(supported: espeak, text)"
+        )
+    return raw, piper_config
+
+
+class VitsVoice(Voice):
+    def __init__(self, name: str, config: VoiceConfig, backend: Backend) -> None:
+        self.name = name
+        self.config = config
+        model, json_path = voice_files(name, config)
+        raw, self.piper = _read_piper_config(name, json_path)
+        self.stage: Stage = backend.load(model, f"{name}/vits")
+        self._check_graph()
+        language = raw.get("language", {}).get("code") or self.piper.espeak_voice
+        self.info = VoiceInfo(
+            name=name,
+            family="vits",
+            language=language,
+            sample_rate=self.piper.sample_rate,
+            speakers=self._speaker_names(),
+            stages=(self.stage.report,),
+        )
+        self.default_speaker = self.speaker_id(config.speaker)
+
+    def _check_graph(self) -> None:
+        inputs = self.stage.input_names()
+        missing = REQUIRED_INPUTS - inputs
+        if missing:
+            raise VoiceError(
+                f"voice {self.name!r}: the graph lacks the inputs {sorted(missing)}; "
+                "is this a Piper voice?"
+            )
+        multi = self.piper.num_speakers > 1
+        if multi and "sid" not in inputs:
+            raise VoiceError(
+                f"voice {self.name!r}: the JSON declares {self.piper.num_speakers} speakers "
+                "but the graph has no 'sid' input"
+            )
+        if not multi and "sid" in inputs:
+            raise VoiceError(
+                f"voice {self.name!r}: the graph takes a speaker id ('sid') "
+                "but the JSON declares one speaker (num_speakers)"
+            )
+        unknown = inputs - REQUIRED_INPUTS - {"sid"}
+        if unknown:
+            raise VoiceError(
+                f"voice {self.name!r}: the graph has unexpected inputs {sorted(unknown)}"
+            )
+
+    def _speaker_names(self) -> tuple[str, ...]:
+        if self.piper.num_speakers <= 1:
+            return ()
+        by_id = {index: name for name, index in self.piper.speaker_id_map.items()}
+        return tuple(by_id.get(i, str(i)) for i in range(self.piper.num_speakers))
+
+    def speaker_id(self, speaker: str | int | None) -> int | None:
+        """Speaker name or index → id; None for single-speaker voices."""
+        count = self.piper.num_speakers
+        if count <= 1:
+            if speaker not in (None, 0, "0"):
+                raise VoiceError(
+                    f"voice {self.name!r} has a single speaker; got speaker {speaker!r}"
+                )
+            return None
+        if speaker is None:
+            return self.piper.default_speaker_id
+        if isinstance(speaker, str) and speaker in self.piper.speaker_id_map:
+            return self.piper.speaker_id_map[speaker]
+        if isinstance(speaker, int) or (isinstance(speaker, str) and speaker.isdigit()):
+            index = int(speaker)
+            if 0 <= index < count:
+                return index
+        raise VoiceError(
+            f"voice {self.name!r}: unknown speaker {speaker!r} "
+            f"(names: {', '.join(self.info.speakers[:10])}…; or an index 0 to {count - 1})"
+        )
+
+    def phonemes(self, sentence: str) -> list[list[str]]:
+        from piper.config import PhonemeType
+
+        if self.piper.phoneme_type == PhonemeType.TEXT:
+            return [list(unicodedata.normalize("NFD", sentence))]
+        return [p for p in _phonemize_espeak(self.piper.espeak_voice, sentence) if p]
+
+    def phoneme_ids(self, phonemes: list[str]) -> list[int]:
+        from piper.phoneme_ids import phonemes_to_ids
+
+        return phonemes_to_ids(phonemes, self.piper.phoneme_id_map)
+
+    def _feeds(self, ids: list[int], options: SpeechOptions) -> Mapping[str, np.ndarray]:
+        def pick(request: float | None, configured: float | None, voice_default: float) -> float:
+            return next(v for v in (request, configured, voice_default) if v is not None)
+
+        scales = np.array(
+            [
+                pick(options.noise_scale, self.config.noise_scale, self.piper.noise_scale),
+                pick(options.length_scale, self.config.length_scale, self.piper.length_scale),
+                pick(options.noise_w, self.config.noise_w, self.piper.noise_w_scale),
+            ],
+            dtype=np.float32,
+        )
+        feeds: dict[str, Any] = {
+            "input": np.array([ids], dtype=np.int64),
+            "input_lengths": np.array([len(ids)], dtype=np.int64),
+            "scales": scales,
+        }
+        speaker = (
+            self.default_speaker if options.speaker is None else self.speaker_id(options.speaker)
+        )
+        if speaker is not None:
+            feeds["sid"] = np.array([speaker], dtype=np.int64)
+        return feeds
+
+    def synthesize_sentence(self, sentence: str, options: SpeechOptions) -> Iterator[np.ndarray]:
+        for phonemes in self.phonemes(sentence):
+            ids = self.phoneme_ids(phonemes)
+            audio = self.stage.run(self._feeds(ids, options))[0].reshape(-1).astype(np.float32)
+            if self.config.normalize:
+                peak = float(np.max(np.abs(audio))) if audio.size else 0.0
+                audio = audio / peak if peak > 1e-8 else np.zeros_like(audio)
+            yield np.clip(audio, -1.0, 1.0)

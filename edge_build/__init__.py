@@ -1,0 +1,1 @@
+"""On-device artifacts: turns a voice's ONNX graphs into files tuned for this box."""
