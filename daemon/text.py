@@ -12,8 +12,8 @@ import unicodedata
 from daemon.config import TextConfig
 from daemon.errors import TextError
 
-# Letters that end a sentence when followed by a space or the end (ASCII and CJK forms).
-_SENTENCE_END = re.compile(r"(?<=[.!?…。！？])[\"'”’)\]]*\s+")
+# Sentence ends (with any closing quotes): ASCII forms need a following space, CJK forms don't.
+_SENTENCE_END = re.compile(r"([.!?…]+[\"'”’)\]]*)\s+|([。！？]+[\"'”’)\]]*)\s*")
 _PARAGRAPH = re.compile(r"\n[ \t\r\f\v]*\n")
 _WHITESPACE = re.compile(r"\s+")
 _PAUSE = re.compile(r"[,;:—–]\s")
@@ -58,10 +58,15 @@ def split_sentences(text: str, max_sentence_chars: int) -> list[str]:
     """Sentences of cleaned text, none longer than `max_sentence_chars`."""
     sentences: list[str] = []
     for paragraph in text.split("\n\n"):
-        for sentence in _SENTENCE_END.split(paragraph):
-            sentence = sentence.strip()
+        start = 0
+        for end in _SENTENCE_END.finditer(paragraph):
+            sentence = paragraph[start : end.end(end.lastindex)].strip()
+            start = end.end()
             if sentence:
                 sentences.extend(_cut_long(sentence, max_sentence_chars))
+        rest = paragraph[start:].strip()
+        if rest:
+            sentences.extend(_cut_long(rest, max_sentence_chars))
     return sentences
 
 

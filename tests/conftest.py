@@ -1,0 +1,111 @@
+"""Real parts for the tests: the embedded voice, and PortAudio devices that capture to files.
+
+The ALSA `file` plugin over `null` is a real output device that writes exactly what was played.
+Its config is found through XDG_CONFIG_HOME, which must be set before PortAudio initialises.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from daemon.config import Config, parse_config
+from daemon.runtime.ort_cpu import OrtCpuBackend
+from daemon.synthesizer import Synthesizer
+from daemon.voices.registry import VoiceRegistry
+
+REPO = Path(__file__).resolve().parent.parent
+DEVICES = ("default", "speaker_a")
+
+
+@dataclass
+class AlsaCapture:
+    """Capture files of the test's PortAudio devices (float32 or int16 raw, as played)."""
+
+    xdg_config_home: Path
+    files: dict[str, Path]
+
+    def reset(self) -> None:
+        for path in self.files.values():
+            path.unlink(missing_ok=True)
+
+    def played(self, device: str = "default", dtype: type = np.float32) -> np.ndarray:
+        """What the device received, from the first non-zero sample (streams pad with zeros)."""
+        path = self.files[device]
+        if not path.exists():
+            return np.zeros(0, dtype=dtype)
+        samples = np.fromfile(path, dtype=dtype)
+        nonzero = np.flatnonzero(samples)
+        return samples[nonzero[0] :] if nonzero.size else samples[:0]
+
+    def env(self) -> dict[str, str]:
+        return {**os.environ, "XDG_CONFIG_HOME": str(self.xdg_config_home)}
+
+
+def _asoundrc(files: dict[str, Path]) -> str:
+    lines = []
+    for name, path in files.items():
+        target = "pcm.!default" if name == "default" else f"pcm.{name}"
+        lines.append(
+            f'{target} {{ type file slave.pcm "null" file "{path}" format "raw" '
+            f'hint {{ show on description "{name}" }} }}'
+        )
+    return "\n".join(lines) + "\n"
+
+
+@pytest.fixture(scope="session")
+def alsa(tmp_path_factory) -> AlsaCapture:
+    root = tmp_path_factory.mktemp("alsa")
+    files = {name: root / f"{name}.raw" for name in DEVICES}
+    (root / "xdg" / "alsa").mkdir(parents=True)
+    (root / "xdg" / "alsa" / "asoundrc").write_text(_asoundrc(files))
+    os.environ["XDG_CONFIG_HOME"] = str(root / "xdg")
+    import sounddevice
+
+    sounddevice._terminate()
+    sounddevice._initialize()
+    return AlsaCapture(root / "xdg", files)
+
+
+@pytest.fixture
+def capture(alsa: AlsaCapture) -> AlsaCapture:
+    alsa.reset()
+    return alsa
+
+
+@pytest.fixture(scope="session")
+def config() -> Config:
+    return parse_config({})
+
+
+@pytest.fixture(scope="session")
+def registry(config: Config) -> VoiceRegistry:
+    return VoiceRegistry(config, OrtCpuBackend())
+
+
+@pytest.fixture(scope="session")
+def voice(registry: VoiceRegistry):
+    return registry.get()
+
+
+@pytest.fixture(scope="session")
+def synthesizer(registry: VoiceRegistry, config: Config) -> Synthesizer:
+    return Synthesizer(registry, config.text)
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None, stdin: bytes | None = None, timeout=120):
+    """The installed console script, as a user runs it."""
+    return subprocess.run(
+        [str(Path(sys.executable).parent / "fastvoice"), *args],
+        input=stdin,
+        capture_output=True,
+        env=env,
+        timeout=timeout,
+        cwd=REPO,
+    )

@@ -1,0 +1,158 @@
+import os
+import socket
+from pathlib import Path
+
+import pytest
+import yaml
+
+from daemon.config import Config, load_config, parse_config, read_config_file
+from daemon.errors import ConfigError
+from tests.conftest import REPO, run_cli
+
+
+def write(tmp_path: Path, text: str, name: str = "fastvoice.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def error_of(data) -> str:
+    with pytest.raises(ConfigError) as caught:
+        parse_config(data)
+    return str(caught.value)
+
+
+def test_shipped_default_file_is_exactly_the_builtin_defaults():
+    shipped = read_config_file(REPO / "config" / "fastvoice.yaml")
+    assert shipped.model_dump() == Config().model_dump()
+    assert set(yaml.safe_load((REPO / "config" / "fastvoice.yaml").read_text())) == set(
+        Config.model_fields
+    )
+
+
+@pytest.mark.parametrize("path", sorted((REPO / "config").glob("*.yaml")), ids=lambda p: p.name)
+def test_every_shipped_config_is_valid(path):
+    read_config_file(path)
+
+
+def test_value_above_maximum_names_key_path_and_value():
+    assert "audio.volume: 1.7 is above the maximum 1.0" in error_of({"audio": {"volume": 1.7}})
+
+
+def test_value_below_minimum_names_key_path_and_value():
+    message = error_of({"text": {"max_chars": 0}})
+    assert "text.max_chars: 0 is below the minimum 1" in message
+
+
+def test_unknown_keys_rejected_at_any_depth():
+    message = error_of({"audio": {"colour": "red"}, "extra": 1})
+    assert "audio.colour: unknown key" in message
+    assert "extra: unknown key" in message
+
+
+def test_wrong_choice_lists_allowed_values():
+    message = error_of({"runtime": {"backend": "cuda"}})
+    assert "runtime.backend: 'cuda' is not one of 'auto' or 'ort-cpu'" in message
+
+
+def test_default_voice_must_be_configured():
+    message = error_of({"voice": "nobody"})
+    assert "'nobody' is not among the voices (en_US-joe-medium)" in message
+
+
+def test_voice_needs_exactly_one_source():
+    assert "exactly one of 'package' or 'model'" in error_of({"voices": {"x": {"family": "vits"}}})
+    message = error_of({"voices": {"x": {"package": "a", "model": "b.onnx"}}})
+    assert "voices.x: give exactly one of 'package' or 'model'" in message
+
+
+def test_voice_names_cannot_be_paths():
+    message = error_of({"voices": {"../etc": {"package": "a"}}, "voice": "../etc"})
+    assert "voices.../etc" in message or "voice:" in message
+
+
+def test_relative_paths_resolve_against_the_config_file(tmp_path):
+    path = write(tmp_path, "voice: v\nvoices:\n  v:\n    model: voices/v.onnx\n")
+    config = read_config_file(path)
+    assert config.voices["v"].model == tmp_path / "voices" / "v.onnx"
+
+
+def test_empty_file_means_defaults(tmp_path):
+    assert read_config_file(write(tmp_path, "")).model_dump() == Config().model_dump()
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        (b"audio: [1\n", "invalid YAML at line 2"),
+        (b"\xff\xfe\x00junk", "not UTF-8 text"),
+        (b"- a\n- b\n", "the top level must be a mapping of keys, got list"),
+        (b"audio: {volume: loud}\n", "audio.volume: 'loud'"),
+    ],
+)
+def test_broken_files_give_one_clear_message(tmp_path, content, expected):
+    path = tmp_path / "broken.yaml"
+    path.write_bytes(content)
+    with pytest.raises(ConfigError) as caught:
+        read_config_file(path)
+    assert expected in str(caught.value)
+    assert str(path) in str(caught.value)
+
+
+def test_missing_file_is_named(tmp_path):
+    with pytest.raises(ConfigError, match="missing.yaml: cannot read"):
+        read_config_file(tmp_path / "missing.yaml")
+
+
+def test_password_from_file_with_private_mode(tmp_path):
+    secret = tmp_path / "mqtt.pass"
+    secret.write_text("s3cret\n")
+    secret.chmod(0o600)
+    config = read_config_file(write(tmp_path, "mqtt:\n  password_file: mqtt.pass\n"))
+    assert config.mqtt.password().get_secret_value() == "s3cret"
+    assert "s3cret" not in repr(config) and "s3cret" not in str(config.model_dump())
+
+
+def test_password_file_readable_by_others_is_refused(tmp_path):
+    secret = tmp_path / "mqtt.pass"
+    secret.write_text("s3cret")
+    secret.chmod(0o644)
+    with pytest.raises(ConfigError, match="mqtt: password_file: .* is readable by others"):
+        read_config_file(write(tmp_path, "mqtt:\n  password_file: mqtt.pass\n"))
+
+
+def test_password_from_environment(monkeypatch):
+    monkeypatch.setenv("FV_TEST_PASSWORD", "from-env")
+    config = parse_config({"mqtt": {"password_env": "FV_TEST_PASSWORD"}})
+    assert config.mqtt.password().get_secret_value() == "from-env"
+    monkeypatch.delenv("FV_TEST_PASSWORD")
+    assert "'FV_TEST_PASSWORD' is not set" in error_of({"mqtt": {"password_env": "FV_TEST_PASSWORD"}})
+
+
+def test_base_topic_expands_hostname_and_refuses_wildcards():
+    assert parse_config({}).mqtt.base_topic == f"fastvoice/{socket.gethostname()}"
+    assert "is not a plain topic" in error_of({"mqtt": {"base_topic": "fastvoice/#"}})
+
+
+def test_config_file_from_environment_then_explicit(tmp_path, monkeypatch):
+    from_env = write(tmp_path, "audio: {volume: 0.3}\n", "env.yaml")
+    explicit = write(tmp_path, "audio: {volume: 0.6}\n", "explicit.yaml")
+    monkeypatch.setenv("FASTVOICE_CONFIG", str(from_env))
+    assert load_config().audio.volume == 0.3
+    assert load_config(explicit).audio.volume == 0.6
+
+
+def test_config_check_command_exit_codes(tmp_path):
+    good = run_cli("config", "check", str(REPO / "config" / "fastvoice.yaml"))
+    assert good.returncode == 0, good.stderr
+    bad = run_cli("config", "check", str(write(tmp_path, "audio: {volume: 1.7}\n")))
+    assert bad.returncode == 2
+    assert b"audio.volume: 1.7 is above the maximum 1.0" in bad.stderr
+    assert b"Traceback" not in bad.stderr
+
+
+def test_config_check_uses_fastvoice_config_env(tmp_path):
+    bad = write(tmp_path, "nonsense: true\n")
+    result = run_cli("config", "check", env={**os.environ, "FASTVOICE_CONFIG": str(bad)})
+    assert result.returncode == 2
+    assert b"nonsense: unknown key" in result.stderr
