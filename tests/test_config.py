@@ -100,7 +100,7 @@ def test_broken_files_give_one_clear_message(tmp_path, content, expected):
 
 
 def test_missing_file_is_named(tmp_path):
-    with pytest.raises(ConfigError, match="missing.yaml: cannot read"):
+    with pytest.raises(ConfigError, match=r"missing\.yaml: cannot read"):
         read_config_file(tmp_path / "missing.yaml")
 
 
@@ -117,7 +117,7 @@ def test_password_file_readable_by_others_is_refused(tmp_path):
     secret = tmp_path / "mqtt.pass"
     secret.write_text("s3cret")
     secret.chmod(0o644)
-    with pytest.raises(ConfigError, match="mqtt: password_file: .* is readable by others"):
+    with pytest.raises(ConfigError, match=r"mqtt: password_file: .* is readable by others"):
         read_config_file(write(tmp_path, "mqtt:\n  password_file: mqtt.pass\n"))
 
 
@@ -126,7 +126,9 @@ def test_password_from_environment(monkeypatch):
     config = parse_config({"mqtt": {"password_env": "FV_TEST_PASSWORD"}})
     assert config.mqtt.password().get_secret_value() == "from-env"
     monkeypatch.delenv("FV_TEST_PASSWORD")
-    assert "'FV_TEST_PASSWORD' is not set" in error_of({"mqtt": {"password_env": "FV_TEST_PASSWORD"}})
+    assert "'FV_TEST_PASSWORD' is not set" in error_of(
+        {"mqtt": {"password_env": "FV_TEST_PASSWORD"}}
+    )
 
 
 def test_base_topic_expands_hostname_and_refuses_wildcards():

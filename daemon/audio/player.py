@@ -74,13 +74,19 @@ def resolve_output(device: str | int | None, sample_rate: int) -> OutputTarget:
 
 
 class _BoundedBuffer:
-    """Float32 samples between the producer and the audio callback, at most `capacity` held."""
+    """Float32 samples between the producer and the audio callback, at most `capacity` held.
 
-    def __init__(self, capacity: int) -> None:
+    Nothing is handed out until `prefill` frames are held (or the producer is done), so playback
+    does not begin with an underrun gap.
+    """
+
+    def __init__(self, capacity: int, prefill: int) -> None:
         self.capacity = capacity
+        self.prefill = min(prefill, capacity)
         self._blocks: deque[np.ndarray] = deque()
         self._held = 0
         self._closed = False
+        self._primed = False
         self._cond = threading.Condition()
 
     def put(self, block: np.ndarray) -> bool:
@@ -98,7 +104,8 @@ class _BoundedBuffer:
         """Fills `out` from the front; returns the frames written. Never waits."""
         written = 0
         with self._cond:
-            while written < len(out) and self._blocks:
+            self._primed = self._primed or self._closed or self._held >= self.prefill
+            while self._primed and written < len(out) and self._blocks:
                 block = self._blocks[0]
                 count = min(len(block), len(out) - written)
                 out[written : written + count] = block[:count]
@@ -134,12 +141,14 @@ class Player:
         volume: float = 1.0,
         output_rate: int | None = None,
         buffer_s: float = 2.0,
+        prefill_s: float = 0.1,
         blocksize: int = 1024,
     ) -> None:
         self.device = device
         self.volume = volume
         self.output_rate = output_rate
         self.buffer_s = buffer_s
+        self.prefill_s = prefill_s
         self.blocksize = blocksize
         self._buffer: _BoundedBuffer | None = None
         self._stopped = threading.Event()
@@ -156,7 +165,9 @@ class Player:
             import soxr
 
             resampler = soxr.ResampleStream(sample_rate, target.sample_rate, 1, dtype="float32")
-        buffer = _BoundedBuffer(int(target.sample_rate * self.buffer_s))
+        buffer = _BoundedBuffer(
+            int(target.sample_rate * self.buffer_s), int(target.sample_rate * self.prefill_s)
+        )
         done = threading.Event()
         self._buffer = buffer
         self._stopped.clear()

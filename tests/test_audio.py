@@ -1,0 +1,140 @@
+"""Playback through a real PortAudio device (ALSA file plugin) and the WAV writer."""
+
+import wave
+
+import numpy as np
+import pytest
+import soxr
+
+from daemon.audio.pcm import fade_edges, join_sentences, to_int16
+from daemon.audio.player import Player, resolve_output
+from daemon.audio.wav import write_wav
+from daemon.errors import AudioDeviceError
+
+RATE = 22050
+
+
+def buffered_player(**options) -> Player:
+    """The test device plays faster than real time, so a producer can fall behind it and leave
+    underrun gaps; buffering the whole utterance first makes the capture exact."""
+    return Player(buffer_s=60, prefill_s=60, **options)
+
+
+@pytest.fixture(scope="module")
+def sentences(synthesizer):
+    chunks = list(synthesizer.synthesize("Good morning. The bus leaves at nine."))
+    assert len(chunks) == 2
+    return [c.samples for c in chunks]
+
+
+def joined(sentences, pause_s=0.2, fade_ms=4.0) -> np.ndarray:
+    return np.concatenate(list(join_sentences(sentences, RATE, pause_s, fade_ms)))
+
+
+def from_first_nonzero(samples: np.ndarray) -> np.ndarray:
+    nonzero = np.flatnonzero(samples)
+    return samples[nonzero[0] :]
+
+
+def test_join_inserts_the_pause_and_fades_every_edge(sentences):
+    blocks = list(join_sentences(sentences, RATE, 0.25, 4.0))
+    assert [len(b) for b in blocks] == [len(sentences[0]), int(RATE * 0.25), len(sentences[1])]
+    assert not blocks[1].any()
+    for block in (blocks[0], blocks[2]):
+        assert block[0] == 0.0 and abs(block[-1]) < 1e-6
+    np.testing.assert_array_equal(blocks[0][500:-500], sentences[0][500:-500])
+
+
+def test_fade_removes_the_step_at_a_hard_cut():
+    step = np.ones(1000, dtype=np.float32)
+    faded = fade_edges(step, RATE, 4.0)
+    assert faded[0] == 0.0 and faded[-1] == 0.0
+    assert np.abs(np.diff(faded)).max() < 0.02
+
+
+def test_played_audio_equals_what_was_synthesized(capture, sentences):
+    assert buffered_player().play(join_sentences(sentences, RATE, 0.2, 4.0), RATE)
+    played = capture.played("default")
+    expected = from_first_nonzero(joined(sentences))
+    assert len(played) >= len(expected)
+    np.testing.assert_array_equal(played[: len(expected)], expected)
+    assert not played[len(expected) :].any(), "only silence may follow the speech"
+
+
+def test_player_volume_scales_what_is_played(capture, sentences):
+    buffered_player(volume=0.5).play(join_sentences(sentences, RATE, 0.2, 4.0), RATE)
+    expected = from_first_nonzero(joined(sentences)) * np.float32(0.5)
+    np.testing.assert_allclose(capture.played("default")[: len(expected)], expected, atol=1e-7)
+
+
+def test_named_device_gets_the_audio_and_default_gets_none(capture, sentences):
+    buffered_player(device="speaker_a").play(join_sentences(sentences, RATE, 0.2, 4.0), RATE)
+    expected = from_first_nonzero(joined(sentences))
+    np.testing.assert_array_equal(capture.played("speaker_a")[: len(expected)], expected)
+    assert capture.played("default").size == 0
+
+
+def test_output_rate_is_resampled_with_soxr(capture, sentences):
+    buffered_player(output_rate=48000).play(join_sentences(sentences, RATE, 0.2, 4.0), RATE)
+    played = np.trim_zeros(capture.played("default"), "b")
+    reference = soxr.resample(joined(sentences), RATE, 48000)
+    expected_length = len(joined(sentences)) * 48000 / RATE
+    assert abs(len(played) - expected_length) < 0.01 * expected_length
+    streamed = from_first_nonzero(reference)[: len(played)]
+    np.testing.assert_allclose(played[: len(streamed)], streamed, atol=1e-4)
+
+
+def test_stop_ends_playback_and_drops_the_rest(capture, sentences):
+    player = Player(buffer_s=0.5)
+    first = joined(sentences)
+
+    def blocks():
+        yield first
+        player.stop()
+        yield first
+        yield first
+
+    assert player.play(blocks(), RATE) is False
+    assert len(capture.played("default")) < 2 * len(first)
+
+
+def test_unknown_device_lists_devices_and_suggests_a_file(alsa):
+    with pytest.raises(AudioDeviceError) as caught:
+        resolve_output("no-such-speaker", RATE)
+    message = str(caught.value)
+    assert "audio device 'no-such-speaker' is not usable" in message
+    assert "speaker_a" in message and "-o out.wav" in message
+
+
+def test_wav_holds_the_samples_at_the_voice_rate(tmp_path, sentences):
+    path = tmp_path / "out.wav"
+    frames = write_wav(path, join_sentences(sentences, RATE, 0.2, 4.0), RATE)
+    with wave.open(str(path)) as wav:
+        assert (wav.getframerate(), wav.getnchannels(), wav.getsampwidth()) == (RATE, 1, 2)
+        assert wav.getnframes() == frames
+        data = np.frombuffer(wav.readframes(frames), dtype=np.int16)
+    np.testing.assert_array_equal(data, to_int16(joined(sentences)))
+
+
+def test_failed_wav_write_leaves_no_file(tmp_path):
+    def failing():
+        yield np.zeros(100, dtype=np.float32)
+        raise RuntimeError("synthesis broke")
+
+    with pytest.raises(RuntimeError):
+        write_wav(tmp_path / "out.wav", failing(), RATE)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_buffer_hands_out_nothing_until_prefilled_or_closed():
+    from daemon.audio.player import _BoundedBuffer
+
+    buffer = _BoundedBuffer(capacity=1000, prefill=300)
+    out = np.ones(100, dtype=np.float32)
+    buffer.put(np.full(200, 0.5, dtype=np.float32))
+    assert buffer.take_into(out) == 0
+    buffer.put(np.full(200, 0.5, dtype=np.float32))
+    assert buffer.take_into(out) == 100 and (out == 0.5).all()
+    buffer.close(discard=False)
+    assert buffer.take_into(np.zeros(1000, dtype=np.float32)) == 300
+    assert buffer.drained
