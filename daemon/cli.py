@@ -6,9 +6,12 @@ import argparse
 import itertools
 import json
 import logging
+import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+
+import numpy as np
 
 from daemon import __version__
 from daemon.audio.pcm import join_sentences
@@ -70,7 +73,7 @@ def cmd_say(args: argparse.Namespace) -> int:
     voice = registry.get(args.voice)
     rate = voice.info.sample_rate
     player = None
-    if args.output is None:
+    if args.output is None and not args.raw:
         from daemon.audio.player import Player
 
         player = Player(
@@ -96,6 +99,8 @@ def cmd_say(args: argparse.Namespace) -> int:
         pause,
         config.audio.fade_ms,
     )
+    if args.raw:
+        return _write_raw(blocks)
     if player is None:
         from daemon.audio.wav import write_wav
 
@@ -110,6 +115,20 @@ def cmd_say(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         player.stop()
         raise
+    return 0
+
+
+def _write_raw(blocks: Iterable[np.ndarray]) -> int:
+    """16-bit mono PCM to stdout as each sentence is ready, for pipes into other players."""
+    from daemon.audio.pcm import to_int16
+
+    out = sys.stdout.buffer
+    try:
+        for block in blocks:
+            out.write(to_int16(block).tobytes())
+            out.flush()
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0
 
 
@@ -176,7 +195,11 @@ def build_parser() -> argparse.ArgumentParser:
     say.add_argument(
         "--speaker", type=_speaker, help="speaker name or index (multi-speaker voices)"
     )
-    say.add_argument("-o", "--output", type=Path, help="write a WAV file instead of playing")
+    output = say.add_mutually_exclusive_group()
+    output.add_argument("-o", "--output", type=Path, help="write a WAV file instead of playing")
+    output.add_argument(
+        "--raw", action="store_true", help="stream 16-bit mono PCM to stdout instead of playing"
+    )
     say.add_argument("--device", type=_device, help="output device name or index")
     say.add_argument(
         "--length-scale", type=_bounded_float(0, 5, low_inclusive=False), help="> 1 is slower"

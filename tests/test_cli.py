@@ -170,3 +170,15 @@ def test_help_for_every_command():
     for command in (["say"], ["voices"], ["devices"], ["config", "check"]):
         result = run_cli(*command, "--help")
         assert result.returncode == 0 and b"--config" in result.stdout
+
+
+def test_raw_stream_holds_the_same_audio_as_the_wav(tmp_path):
+    text = "Streaming to a pipe. Two sentences."
+    args = ("--noise-scale", "0", "--noise-w", "0")
+    raw = run_cli("say", text, "--raw", *args)
+    assert raw.returncode == 0, raw.stderr
+    out = tmp_path / "same.wav"
+    assert run_cli("say", text, "-o", str(out), *args).returncode == 0
+    with wave.open(str(out)) as wav:
+        from_wav = np.frombuffer(wav.readframes(wav.getnframes()), np.int16)
+    np.testing.assert_allclose(np.frombuffer(raw.stdout, np.int16), from_wav, atol=2)

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# One command on a fresh machine: install fastvoice in .venv and speak with the embedded voice.
+# With no sound device it writes hello.wav instead.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+TEXT="${1:-Hello. This is fastvoice, speaking offline with its embedded voice.}"
+
+if ! dpkg -s libportaudio2 >/dev/null 2>&1 && command -v apt-get >/dev/null; then
+    SUDO=""
+    if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+    $SUDO apt-get update -qq && $SUDO env DEBIAN_FRONTEND=noninteractive \
+        apt-get install -y -qq libportaudio2 || echo "no PortAudio: fastvoice can still write WAV files"
+fi
+python3 -m venv .venv
+.venv/bin/pip install -q --upgrade pip
+.venv/bin/pip install -q -e '.[cpu]'
+
+if .venv/bin/fastvoice devices >/dev/null 2>&1; then
+    .venv/bin/fastvoice say "$TEXT"
+else
+    .venv/bin/fastvoice say "$TEXT" -o hello.wav
+    echo "no sound device here: wrote $(pwd)/hello.wav"
+fi
