@@ -174,6 +174,12 @@ def cmd_config_check(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    from daemon.service import serve
+
+    return serve(args.config)
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
@@ -211,6 +217,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--sentence-pause", type=_bounded_float(0, 5), help="seconds between sentences"
     )
     say.set_defaults(handler=cmd_say)
+
+    serve = commands.add_parser(
+        "serve", parents=[common], help="run the service: MQTT commands, queue, playback"
+    )
+    serve.set_defaults(handler=cmd_serve)
 
     voices = commands.add_parser("voices", parents=[common], help="list voices and their backend")
     voices.add_argument("--json", action="store_true", help="machine-readable output")

@@ -27,6 +27,7 @@ from pydantic import (
 )
 
 from daemon.errors import ConfigError
+from daemon.validation import format_validation_error
 
 ENV_CONFIG = "FASTVOICE_CONFIG"
 SYSTEM_CONFIG = Path("/etc/fastvoice/fastvoice.yaml")
@@ -115,6 +116,16 @@ class AudioConfig(StrictModel):
     )
 
 
+class QueueConfig(StrictModel):
+    max_jobs: int = Field(50, ge=1, le=10_000, description="queued jobs beyond this are rejected")
+    max_payload_bytes: int = Field(
+        65_536, ge=1024, le=16_777_216, description="larger MQTT commands are refused unread"
+    )
+    resume_interrupted: bool = Field(
+        False, description="replay a job cut off by a critical one, from its start"
+    )
+
+
 class MqttTlsConfig(StrictModel):
     ca_file: Path | None = None
     cert_file: Path | None = None
@@ -145,6 +156,7 @@ class MqttConfig(StrictModel):
     )
     qos: Literal[0, 1, 2] = 1
     keepalive_s: int = Field(30, ge=5, le=3600)
+    stats_interval_s: float = Field(60.0, ge=1.0, le=86_400, description="period of `stats`")
     tls: MqttTlsConfig | None = None
 
     _resolve = field_validator("password_file")(_resolve_path)
@@ -198,6 +210,7 @@ class Config(StrictModel):
     runtime: RuntimeConfig = Field(default_factory=RuntimeConfig)
     text: TextConfig = Field(default_factory=TextConfig)
     audio: AudioConfig = Field(default_factory=AudioConfig)
+    queue: QueueConfig = Field(default_factory=QueueConfig)
     mqtt: MqttConfig = Field(default_factory=MqttConfig)
 
     @model_validator(mode="after")
@@ -206,39 +219,6 @@ class Config(StrictModel):
             known = ", ".join(sorted(self.voices)) or "none"
             raise ValueError(f"voice: {self.voice!r} is not among the voices ({known})")
         return self
-
-
-def _describe(error: dict[str, Any]) -> str:
-    """One line per error: 'key.path: value is wrong because ...'."""
-    path = ".".join(str(part) for part in error["loc"]) or "(top level)"
-    kind = error["type"]
-    ctx = error.get("ctx", {})
-    value = error.get("input")
-    if kind == "extra_forbidden":
-        return f"{path}: unknown key"
-    if kind == "missing":
-        return f"{path}: required key is missing"
-    if kind in ("less_than_equal", "less_than"):
-        limit = ctx.get("le", ctx.get("lt"))
-        return f"{path}: {value!r} is above the maximum {limit}"
-    if kind in ("greater_than_equal", "greater_than"):
-        limit = ctx.get("ge", ctx.get("gt"))
-        word = "minimum" if kind == "greater_than_equal" else "limit (must be above)"
-        return f"{path}: {value!r} is below the {word} {limit}"
-    if kind == "literal_error":
-        return f"{path}: {value!r} is not one of {ctx.get('expected')}"
-    if kind == "value_error":
-        return f"{path}: {error['msg'].removeprefix('Value error, ')}"
-    return f"{path}: {value!r}: {error['msg']}"
-
-
-def format_validation_error(error: ValidationError) -> str:
-    lines: list[str] = []
-    for item in error.errors():
-        line = _describe(dict(item))
-        if line not in lines:
-            lines.append(line)
-    return "\n".join(lines)
 
 
 def parse_config(data: Any, *, base_dir: Path | None = None, source: str = "config") -> Config:

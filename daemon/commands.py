@@ -1,0 +1,130 @@
+"""MQTT command payloads: bytes from the network → validated commands, or an error naming it.
+
+Nothing here touches the queue or the broker; it only decides what a payload means.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from daemon.validation import format_validation_error
+
+PAYLOAD_VERSION = 1
+Priority = Literal["low", "normal", "high", "critical"]
+PRIORITY_RANK: dict[str, int] = {"critical": 0, "high": 1, "normal": 2, "low": 3}
+JobId = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")]
+
+
+class CommandError(ValueError):
+    """A payload that cannot be accepted; the message is sent back in a `rejected` event."""
+
+    def __init__(self, message: str, job_id: str | None = None) -> None:
+        super().__init__(message)
+        self.job_id = job_id
+
+
+def _plain_topic(value: str | None) -> str | None:
+    if value is not None and (
+        not value or any(c in value for c in "#+\0") or value.startswith("$")
+    ):
+        raise ValueError(f"{value!r} is not a plain topic (no wildcards, not a $ topic)")
+    return value
+
+
+class SayCommand(BaseModel):
+    """The `say` payload, version 1 (docs/mqtt.md, docs/say.schema.json)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    v: Literal[1] = PAYLOAD_VERSION
+    id: JobId = Field(default_factory=lambda: uuid.uuid4().hex[:12])
+    text: str = Field(min_length=1)
+    voice: str | None = None
+    speaker: Annotated[str, Field(max_length=64)] | Annotated[int, Field(ge=0)] | None = None
+    priority: Priority = "normal"
+    volume: float | None = Field(None, ge=0.0, le=1.0)
+    output: Literal["play", "publish", "both"] = "play"
+    reply_topic: str | None = Field(None, max_length=256)
+    format: Literal["wav", "pcm"] = "wav"
+    expires_s: float | None = Field(None, gt=0, le=86_400)
+
+    _topic = field_validator("reply_topic")(_plain_topic)
+
+    @model_validator(mode="after")
+    def _reply_topic_for_publish(self) -> SayCommand:
+        if self.output != "play" and self.reply_topic is None:
+            raise ValueError(f"output {self.output!r} needs a reply_topic")
+        return self
+
+
+class StopCommand(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    all: bool = False
+
+
+def _decode(payload: bytes, max_bytes: int) -> str:
+    if len(payload) > max_bytes:
+        raise CommandError(f"payload is {len(payload)} bytes, above the maximum {max_bytes}")
+    try:
+        return payload.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise CommandError(
+            f"payload is not UTF-8 text (bad byte at offset {error.start})"
+        ) from None
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise CommandError(
+            f"invalid JSON: {error.msg} at line {error.lineno} column {error.colno}"
+        ) from None
+    if not isinstance(data, dict):
+        raise CommandError(f"a JSON payload must be an object, got {type(data).__name__}")
+    return data
+
+
+def _validated(model: type[BaseModel], data: dict[str, Any]) -> Any:
+    try:
+        return model.model_validate(data)
+    except ValidationError as error:
+        job_id = data.get("id") if isinstance(data.get("id"), str) else None
+        message = format_validation_error(error).replace("unknown key", "unknown field")
+        raise CommandError(message.replace("\n", "; "), job_id) from None
+
+
+def parse_say(payload: bytes, max_bytes: int) -> SayCommand:
+    """JSON object → SayCommand; anything else that is text → the text to speak."""
+    text = _decode(payload, max_bytes)
+    if text.lstrip().startswith("{"):
+        return _validated(SayCommand, _json_object(text))
+    return _validated(SayCommand, {"text": text})
+
+
+def parse_stop(payload: bytes, max_bytes: int) -> StopCommand:
+    text = _decode(payload, max_bytes).strip()
+    if not text:
+        return StopCommand()
+    return _validated(StopCommand, _json_object(text))
+
+
+def parse_volume(payload: bytes, max_bytes: int) -> float:
+    """A bare number (0.4) or {"volume": 0.4}."""
+    text = _decode(payload, max_bytes).strip()
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError:
+        raise CommandError(f"volume: {text[:40]!r} is not a number") from None
+    if isinstance(data, dict):
+        if set(data) != {"volume"}:
+            raise CommandError(f"volume payload takes one field 'volume', got {sorted(data)}")
+        data = data["volume"]
+    if isinstance(data, bool) or not isinstance(data, (int, float)) or not 0 <= data <= 1:
+        raise CommandError(f"volume: {data!r} is not a number from 0 to 1")
+    return float(data)

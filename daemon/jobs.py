@@ -1,0 +1,111 @@
+"""Jobs and the queue: bounded, ordered by priority then arrival, each id accepted once."""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+from daemon.commands import PRIORITY_RANK, SayCommand
+
+SEEN_IDS = 4096
+
+
+@dataclass
+class Job:
+    command: SayCommand
+    received: float = field(default_factory=time.monotonic)
+    started: float | None = None
+    first_audio: float | None = None
+    synthesis_s: float = 0.0
+    audio_s: float = 0.0
+    attempts: int = 0
+
+    @property
+    def id(self) -> str:
+        return self.command.id
+
+    @property
+    def expired(self) -> bool:
+        expires = self.command.expires_s
+        return expires is not None and time.monotonic() - self.received > expires
+
+    def timings(self) -> dict[str, Any]:
+        """Seconds, rounded: queue wait, time to first audio, synthesis, audio, real-time factor."""
+        result: dict[str, Any] = {}
+        if self.started is not None:
+            result["queue_wait_s"] = round(self.started - self.received, 4)
+        if self.first_audio is not None and self.started is not None:
+            result["first_audio_s"] = round(self.first_audio - self.started, 4)
+        if self.audio_s:
+            result["synthesis_s"] = round(self.synthesis_s, 4)
+            result["audio_s"] = round(self.audio_s, 4)
+            result["rtf"] = round(self.synthesis_s / self.audio_s, 4)
+        return result
+
+
+class QueueFull(Exception):
+    pass
+
+
+class DuplicateJob(Exception):
+    pass
+
+
+class JobQueue:
+    def __init__(self, max_jobs: int) -> None:
+        self.max_jobs = max_jobs
+        self._heap: list[tuple[int, int, Job]] = []
+        self._arrival = itertools.count()
+        self._seen: OrderedDict[str, None] = OrderedDict()
+        self._cond = threading.Condition()
+        self._paused = False
+
+    def put(self, job: Job, *, requeue: bool = False) -> None:
+        """Raises DuplicateJob for an id already accepted, QueueFull past the bound."""
+        with self._cond:
+            if not requeue:
+                if job.id in self._seen:
+                    raise DuplicateJob(job.id)
+                if len(self._heap) >= self.max_jobs:
+                    raise QueueFull(job.id)
+                self._seen[job.id] = None
+                if len(self._seen) > SEEN_IDS:
+                    self._seen.popitem(last=False)
+            rank = PRIORITY_RANK[job.command.priority]
+            heapq.heappush(self._heap, (rank, next(self._arrival), job))
+            self._cond.notify_all()
+
+    def get(self, timeout: float) -> Job | None:
+        """The next job (best priority, then oldest), or None after `timeout` or while paused."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while self._paused or not self._heap:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return None
+                self._cond.wait(remaining)
+            return heapq.heappop(self._heap)[2]
+
+    def clear(self) -> list[Job]:
+        with self._cond:
+            jobs = [entry[2] for entry in sorted(self._heap)]
+            self._heap.clear()
+            return jobs
+
+    def set_paused(self, paused: bool) -> None:
+        with self._cond:
+            self._paused = paused
+            self._cond.notify_all()
+
+    @property
+    def paused(self) -> bool:
+        return self._paused
+
+    def __len__(self) -> int:
+        with self._cond:
+            return len(self._heap)

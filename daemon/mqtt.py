@@ -1,0 +1,107 @@
+"""The broker connection: subscriptions, retained status with a last will, publishing.
+
+Commands are handed to plain callables by topic suffix; they run on paho's network thread, so
+they must only validate and enqueue.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+from collections.abc import Callable
+from typing import Any
+
+from daemon.config import MqttConfig
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[bytes], None]
+
+
+class MqttLink:
+    def __init__(
+        self, config: MqttConfig, handlers: dict[str, Handler], on_online: Callable[[], None]
+    ) -> None:
+        import paho.mqtt.client as mqtt
+        from paho.mqtt.enums import CallbackAPIVersion
+
+        self.config = config
+        self.base = config.base_topic
+        self.handlers = handlers
+        self.on_online = on_online
+        self.connected = False
+        client_id = config.client_id or f"fastvoice-{socket.gethostname()}"
+        self.client = mqtt.Client(
+            CallbackAPIVersion.VERSION2,
+            client_id=client_id,
+            clean_session=False,
+            protocol=mqtt.MQTTv311,
+        )
+        self.client.will_set(self.topic("status"), "offline", qos=1, retain=True)
+        password = config.password()
+        if config.username is not None:
+            self.client.username_pw_set(
+                config.username, password.get_secret_value() if password else None
+            )
+        if config.tls is not None:
+            self.client.tls_set(
+                ca_certs=str(config.tls.ca_file) if config.tls.ca_file else None,
+                certfile=str(config.tls.cert_file) if config.tls.cert_file else None,
+                keyfile=str(config.tls.key_file) if config.tls.key_file else None,
+            )
+        self.client.reconnect_delay_set(min_delay=1, max_delay=30)
+        self.client.on_connect = self._on_connect
+        self.client.on_disconnect = self._on_disconnect
+        self.client.on_message = self._on_message
+
+    def topic(self, suffix: str) -> str:
+        return f"{self.base}/{suffix}"
+
+    def start(self) -> None:
+        self.client.connect_async(self.config.host, self.config.port, self.config.keepalive_s)
+        self.client.loop_start()
+
+    def stop(self) -> None:
+        """Clean exit: retained `stopped`, then disconnect (the will is not sent)."""
+        if self.connected:
+            self.client.publish(
+                self.topic("status"), "stopped", qos=1, retain=True
+            ).wait_for_publish(5)
+        self.client.disconnect()
+        self.client.loop_stop()
+
+    def publish(self, topic: str, payload: bytes | str, retain: bool = False) -> None:
+        self.client.publish(topic, payload, qos=self.config.qos, retain=retain)
+
+    def publish_json(self, suffix: str, data: dict[str, Any], retain: bool = False) -> None:
+        self.publish(self.topic(suffix), json.dumps(data, separators=(",", ":")), retain)
+
+    def _on_connect(self, client, _userdata, _flags, reason_code, _properties) -> None:
+        if reason_code.is_failure:
+            log.error(
+                "broker %s:%d refused the connection: %s",
+                self.config.host,
+                self.config.port,
+                reason_code,
+            )
+            return
+        self.connected = True
+        log.info("connected to %s:%d as %s", self.config.host, self.config.port, self.base)
+        client.subscribe([(self.topic(suffix), self.config.qos) for suffix in self.handlers])
+        client.publish(self.topic("status"), "online", qos=1, retain=True)
+        self.on_online()
+
+    def _on_disconnect(self, _client, _userdata, _flags, reason_code, _properties) -> None:
+        self.connected = False
+        log.warning("disconnected from the broker (%s); reconnecting", reason_code)
+
+    def _on_message(self, _client, _userdata, message) -> None:
+        suffix = message.topic.removeprefix(self.base + "/")
+        handler = self.handlers.get(suffix)
+        if handler is None:
+            return
+        try:
+            handler(message.payload)
+        except Exception:
+            log.exception("handler for %s failed", message.topic)

@@ -1,0 +1,245 @@
+"""`fastvoice serve`: wires config → voices → queue → speaker → MQTT, and runs the main thread.
+
+The main thread handles signals (SIGTERM stops, SIGHUP reloads the config), the systemd
+watchdog (pinged only while the speaker thread is alive and progressing) and periodic stats.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import statistics
+import threading
+import time
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from daemon import __version__, sdnotify
+from daemon.audio.player import Player
+from daemon.commands import CommandError, parse_say, parse_stop, parse_volume
+from daemon.config import Config, load_config
+from daemon.errors import FastvoiceError
+from daemon.jobs import DuplicateJob, Job, JobQueue, QueueFull
+from daemon.mqtt import MqttLink
+from daemon.runtime.select import create_backend
+from daemon.speaker import Speaker
+from daemon.synthesizer import Synthesizer
+from daemon.text import prepare
+from daemon.voices.registry import VoiceRegistry
+
+log = logging.getLogger(__name__)
+
+STALL_LIMIT_S = 60.0
+
+
+class Service:
+    def __init__(self, config: Config, config_path: Path | None) -> None:
+        self.config = config
+        self.config_path = config_path
+        backend, self.backend_reason = create_backend(config.runtime)
+        self.voices = VoiceRegistry(config, backend)
+        self.synthesizer = Synthesizer(self.voices, config.text)
+        self.player = Player(
+            device=config.audio.device,
+            volume=config.audio.volume,
+            output_rate=config.audio.sample_rate,
+        )
+        self.queue = JobQueue(config.queue.max_jobs)
+        self.speaker = Speaker(
+            self.queue,
+            self.synthesizer,
+            self.player,
+            config.audio,
+            self.emit,
+            self._publish_audio,
+            config.queue.resume_interrupted,
+        )
+        self.link = MqttLink(
+            config.mqtt,
+            {"say": self.on_say, "stop": self.on_stop, "volume": self.on_volume},
+            self._on_online,
+        )
+        self.counts = {"accepted": 0, "finished": 0, "failed": 0, "rejected": 0, "interrupted": 0}
+        self.latencies: deque[float] = deque(maxlen=500)
+        self._stop = threading.Event()
+        self._reload = threading.Event()
+
+    # --- commands (paho's thread: validate and enqueue, nothing slow) ---
+
+    def on_say(self, payload: bytes) -> None:
+        try:
+            command = parse_say(payload, self.config.queue.max_payload_bytes)
+            prepare(command.text, self.config.text)
+            if command.voice is not None and command.voice not in self.config.voices:
+                known = ", ".join(sorted(self.config.voices))
+                raise CommandError(f"unknown voice {command.voice!r} (known: {known})", command.id)
+        except CommandError as error:
+            self.emit("rejected", None, id=error.job_id, reason="invalid", message=str(error))
+            return
+        except FastvoiceError as error:
+            self.emit("rejected", None, id=command.id, reason="invalid", message=str(error))
+            return
+        job = Job(command)
+        try:
+            self.queue.put(job)
+        except DuplicateJob:
+            self.emit("rejected", job, reason="duplicate", message="this id was already accepted")
+            return
+        except QueueFull:
+            limit = self.config.queue.max_jobs
+            self.emit("rejected", job, reason="queue_full", message=f"{limit} jobs already queued")
+            return
+        self.counts["accepted"] += 1
+        self.emit("queued", job, priority=command.priority, queue_depth=len(self.queue))
+        current = self.speaker.current
+        if command.priority == "critical" and current and current.command.priority != "critical":
+            self.speaker.interrupt("critical")
+
+    def on_stop(self, payload: bytes) -> None:
+        try:
+            command = parse_stop(payload, self.config.queue.max_payload_bytes)
+        except CommandError as error:
+            self.emit("rejected", None, reason="invalid", message=f"stop: {error}")
+            return
+        if command.all:
+            for job in self.queue.clear():
+                self.emit("interrupted", job, reason="stopped", message="cleared from the queue")
+        self.speaker.interrupt("stopped")
+
+    def on_volume(self, payload: bytes) -> None:
+        try:
+            volume = parse_volume(payload, self.config.queue.max_payload_bytes)
+        except CommandError as error:
+            self.emit("rejected", None, reason="invalid", message=str(error))
+            return
+        self.player.volume = volume
+        self.link.publish(self.link.topic("volume/state"), f"{volume:g}", retain=True)
+
+    # --- outputs ---
+
+    def emit(self, event: str, job: Job | None, **fields: Any) -> None:
+        """One JSON message per state change of a job, always with its id."""
+        message: dict[str, Any] = {"v": 1, "event": event, "id": job.id if job else None}
+        message.update({k: v for k, v in fields.items() if v is not None or k == "id"})
+        message["time"] = round(time.time(), 3)
+        if event in self.counts:
+            self.counts[event] += 1
+        if event in ("finished", "interrupted") and job is not None and job.first_audio:
+            self.latencies.append(job.first_audio - job.received)
+        log.info("job %s %s %s", message["id"], event, fields.get("message", ""))
+        self.link.publish_json("events", message)
+
+    def _publish_audio(self, topic: str, payload: bytes) -> None:
+        self.link.publish(topic, payload)
+
+    def info(self) -> dict[str, Any]:
+        voices = [self.voices.get(name).info.as_dict() for name in self.voices.names]
+        target = None
+        try:
+            target = self.player.target(self.voices.get().info.sample_rate).name
+        except FastvoiceError as error:
+            target = f"unavailable: {error}"
+        return {
+            "v": 1,
+            "version": __version__,
+            "default_voice": self.config.voice,
+            "voices": voices,
+            "backend": self.voices.backend.name,
+            "backend_reason": self.backend_reason,
+            "audio_device": target,
+        }
+
+    def stats(self) -> dict[str, Any]:
+        latencies = sorted(self.latencies)
+        percentile = (
+            statistics.quantiles(latencies, n=10, method="inclusive")
+            if len(latencies) > 1
+            else None
+        )
+        return {
+            "v": 1,
+            "jobs": dict(self.counts),
+            "queue_depth": len(self.queue),
+            "latency_p50_s": round(statistics.median(latencies), 4) if latencies else None,
+            "latency_p90_s": round(percentile[8], 4) if percentile else None,
+            "rss_bytes": psutil.Process().memory_info().rss,
+        }
+
+    def _on_online(self) -> None:
+        self.link.publish_json("status/info", self.info(), retain=True)
+        self.link.publish(self.link.topic("volume/state"), f"{self.player.volume:g}", retain=True)
+
+    # --- lifecycle (main thread) ---
+
+    def start(self) -> None:
+        sdnotify.notify("STATUS=loading voices")
+        for name in self.voices.names:
+            self.voices.get(name)
+        self.speaker.start()
+        self.link.start()
+        sdnotify.notify("READY=1")
+        sdnotify.notify(f"STATUS=serving on {self.config.mqtt.host}:{self.config.mqtt.port}")
+
+    def healthy(self) -> bool:
+        """Alive, and either idle-waiting or making progress on a job."""
+        stalled = time.monotonic() - self.speaker.heartbeat > STALL_LIMIT_S
+        return self.speaker.is_alive() and not stalled
+
+    def reload(self) -> None:
+        try:
+            new = load_config(self.config_path)
+        except FastvoiceError as error:
+            log.error("config reload refused, keeping the old config: %s", error)
+            sdnotify.notify(f"STATUS=config reload refused: {str(error).splitlines()[0]}")
+            return
+        if new.voices != self.config.voices or new.runtime != self.config.runtime:
+            log.warning("voice and runtime changes take effect after a restart")
+        if new.mqtt != self.config.mqtt:
+            log.warning("mqtt changes take effect after a restart")
+        self.config = new
+        self.synthesizer.text_config = new.text
+        self.speaker.audio = new.audio
+        self.player.device, self.player.volume = new.audio.device, new.audio.volume
+        self.player.output_rate = new.audio.sample_rate
+        self.queue.max_jobs = new.queue.max_jobs
+        log.info("config reloaded")
+        sdnotify.notify("STATUS=config reloaded")
+
+    def request_stop(self, *_: Any) -> None:
+        self._stop.set()
+
+    def request_reload(self, *_: Any) -> None:
+        self._reload.set()
+
+    def run(self) -> int:
+        signal.signal(signal.SIGTERM, self.request_stop)
+        signal.signal(signal.SIGINT, self.request_stop)
+        signal.signal(signal.SIGHUP, self.request_reload)
+        self.start()
+        watchdog = sdnotify.watchdog_interval_s()
+        tick = min(1.0, watchdog or 1.0)
+        next_stats = time.monotonic() + self.config.mqtt.stats_interval_s
+        while not self._stop.wait(tick):
+            if self._reload.is_set():
+                self._reload.clear()
+                self.reload()
+            if watchdog is not None and self.healthy():
+                sdnotify.notify("WATCHDOG=1")
+            if time.monotonic() >= next_stats:
+                next_stats = time.monotonic() + self.config.mqtt.stats_interval_s
+                self.link.publish_json("stats", self.stats())
+        sdnotify.notify("STOPPING=1")
+        self.speaker.shutdown()
+        self.speaker.join(timeout=10)
+        self.link.stop()
+        return 0
+
+
+def serve(config_path: Path | None) -> int:
+    from daemon.config import config_path_in_use
+
+    path = config_path_in_use(config_path)
+    return Service(load_config(path), path).run()

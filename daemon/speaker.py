@@ -1,0 +1,178 @@
+"""The synthesizer thread: takes jobs off the queue, speaks and/or publishes them, reports events.
+
+It owns the voices (through the Synthesizer) and the player. It knows nothing of MQTT: events
+and published audio leave through the two callables it is given.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+
+from daemon.audio.pcm import join_sentences
+from daemon.audio.pcm_stream import encode_chunk
+from daemon.audio.player import Player
+from daemon.audio.wav import wav_bytes
+from daemon.config import AudioConfig
+from daemon.errors import AudioDeviceError, BackendError, FastvoiceError, TextError, VoiceError
+from daemon.jobs import Job, JobQueue
+from daemon.synthesizer import Synthesizer
+from daemon.voices.base import SpeechOptions
+
+log = logging.getLogger(__name__)
+
+EmitEvent = Callable[..., None]  # emit(event, job, **fields)
+Publish = Callable[[str, bytes], None]
+
+FAILURE_REASONS: list[tuple[type[Exception], str]] = [
+    (TextError, "bad_text"),
+    (VoiceError, "bad_voice"),
+    (AudioDeviceError, "audio_device"),
+    (BackendError, "synthesis"),
+]
+
+
+class Interrupted(Exception):
+    pass
+
+
+class Speaker(threading.Thread):
+    def __init__(
+        self,
+        queue: JobQueue,
+        synthesizer: Synthesizer,
+        player: Player,
+        audio: AudioConfig,
+        emit: EmitEvent,
+        publish: Publish,
+        resume_interrupted: bool = False,
+    ) -> None:
+        super().__init__(name="speaker", daemon=True)
+        self.queue = queue
+        self.synthesizer = synthesizer
+        self.player = player
+        self.audio = audio
+        self.emit = emit
+        self.publish = publish
+        self.resume_interrupted = resume_interrupted
+        self.current: Job | None = None
+        self.heartbeat = time.monotonic()
+        self._interrupt: str | None = None
+        self._stopping = threading.Event()
+
+    def run(self) -> None:
+        while not self._stopping.is_set():
+            self.heartbeat = time.monotonic()
+            job = self.queue.get(timeout=0.5)
+            if job is not None:
+                self._run(job)
+
+    def shutdown(self) -> None:
+        self._stopping.set()
+        self.interrupt("shutdown")
+
+    def interrupt(self, reason: str) -> None:
+        """Cut the current job short (from any thread); it ends with `interrupted`."""
+        if self.current is not None:
+            self._interrupt = reason
+            self.player.stop()
+
+    def _run(self, job: Job) -> None:
+        if job.expired:
+            self.emit("rejected", job, reason="expired", message="expired before it could start")
+            return
+        self.current, self._interrupt = job, None
+        job.started, job.first_audio, job.synthesis_s, job.audio_s = (
+            time.monotonic(),
+            None,
+            0.0,
+            0.0,
+        )
+        job.attempts += 1
+        self.emit("started", job)
+        try:
+            self._speak(job)
+        except Interrupted:
+            pass
+        except FastvoiceError as error:
+            reason = next(
+                (code for kind, code in FAILURE_REASONS if isinstance(error, kind)), "error"
+            )
+            self.emit("failed", job, reason=reason, message=str(error))
+            return
+        except Exception as error:
+            log.exception("job %s failed", job.id)
+            self.emit("failed", job, reason="internal", message=repr(error))
+            return
+        finally:
+            self.current = None
+        if self._interrupt is None:
+            self.emit("finished", job, **job.timings())
+            return
+        self.emit("interrupted", job, reason=self._interrupt, **job.timings())
+        if self._interrupt == "critical" and self.resume_interrupted:
+            self.queue.put(job, requeue=True)
+
+    def _sentences(self, job: Job) -> Iterator[np.ndarray]:
+        command = job.command
+        options = SpeechOptions(
+            speaker=command.speaker, volume=1.0 if command.volume is None else command.volume
+        )
+        chunks = self.synthesizer.synthesize(command.text, command.voice, options)
+        while True:
+            started = time.monotonic()
+            chunk = next(chunks, None)
+            job.synthesis_s += time.monotonic() - started
+            self.heartbeat = time.monotonic()
+            if self._interrupt is not None:
+                raise Interrupted
+            if chunk is None:
+                return
+            job.first_audio = job.first_audio or time.monotonic()
+            job.audio_s += chunk.duration_s
+            yield chunk.samples
+
+    def _speak(self, job: Job) -> None:
+        command = job.command
+        voice = self.synthesizer.voices.get(command.voice)
+        rate = voice.info.sample_rate
+        blocks = join_sentences(
+            self._sentences(job), rate, self.audio.sentence_pause_s, self.audio.fade_ms
+        )
+        published: list[np.ndarray] = []
+        if command.output in ("publish", "both"):
+            blocks = self._tee(blocks, published, command.reply_topic, command.format, rate)
+        if command.output in ("play", "both"):
+            if not self.player.play(blocks, rate) and self._interrupt is None:
+                self._interrupt = "stopped"
+        else:
+            for _ in blocks:
+                pass
+        if self._interrupt is not None:
+            raise Interrupted
+        if command.output != "play" and command.format == "wav":
+            self.publish(command.reply_topic, wav_bytes(published, rate))
+
+    def _tee(
+        self, blocks: Iterator[np.ndarray], kept: list[np.ndarray], topic: str, form: str, rate: int
+    ) -> Iterator[np.ndarray]:
+        """Passes blocks through; PCM chunks go out as they come, WAV blocks are kept."""
+        sequence = 0
+        for block in blocks:
+            if form == "pcm":
+                self.publish(topic, encode_chunk(block, rate, sequence))
+                sequence += 1
+            else:
+                kept.append(block)
+            yield block
+        if form == "pcm" and self._interrupt is None:
+            self.publish(topic, encode_chunk(np.zeros(0, dtype=np.float32), rate, sequence))
+
+    def describe(self) -> dict[str, Any]:
+        current = self.current
+        return {"current": current.id if current else None, "queued": len(self.queue)}
