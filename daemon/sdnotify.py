@@ -14,12 +14,16 @@ def _address() -> str | None:
 
 
 def notify(message: str) -> bool:
-    """Sends one datagram; False when not run by systemd or the socket is gone."""
+    """Sends one datagram; False when not run by systemd, or the socket is gone or full.
+
+    Never blocks: the main thread sends the watchdog pings and must not hang on a slow reader.
+    """
     address = _address()
     if address is None:
         return False
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC) as sock:
+            sock.setblocking(False)
             sock.sendto(message.encode("utf-8"), address)
     except OSError:
         return False

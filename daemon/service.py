@@ -6,6 +6,7 @@ watchdog (pinged only while the speaker thread is alive and progressing) and per
 
 from __future__ import annotations
 
+import faulthandler
 import logging
 import signal
 import statistics
@@ -218,6 +219,7 @@ class Service:
         signal.signal(signal.SIGTERM, self.request_stop)
         signal.signal(signal.SIGINT, self.request_stop)
         signal.signal(signal.SIGHUP, self.request_reload)
+        faulthandler.register(signal.SIGUSR1, all_threads=True)
         self.start()
         watchdog = sdnotify.watchdog_interval_s()
         tick = min(1.0, watchdog or 1.0)

@@ -1,0 +1,106 @@
+"""A real mosquitto broker and a recording client for service tests."""
+
+from __future__ import annotations
+
+import json
+import queue
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import paho.mqtt.client as mqtt
+from paho.mqtt.enums import CallbackAPIVersion
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@dataclass
+class Broker:
+    port: int
+    process: subprocess.Popen
+
+    @classmethod
+    def start(cls, directory: Path) -> Broker:
+        port = free_port()
+        config = directory / "mosquitto.conf"
+        config.write_text(
+            f"listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\n"
+            "log_dest stdout\nmessage_size_limit 0\n"
+        )
+        process = subprocess.Popen(
+            ["mosquitto", "-c", str(config)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            with socket.socket() as sock:
+                if sock.connect_ex(("127.0.0.1", port)) == 0:
+                    return cls(port, process)
+            time.sleep(0.05)
+        process.kill()
+        raise RuntimeError("mosquitto did not start")
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(10)
+
+
+class Recorder:
+    """Subscribes to a base topic and keeps every message, in arrival order."""
+
+    def __init__(self, port: int, base: str) -> None:
+        self.base = base
+        self.messages: queue.Queue[tuple[str, bytes, bool]] = queue.Queue()
+        self.seen: list[tuple[str, bytes, bool]] = []
+        self.client = mqtt.Client(CallbackAPIVersion.VERSION2)
+        self.client.on_message = lambda _c, _u, m: self.messages.put((m.topic, m.payload, m.retain))
+        self.client.connect("127.0.0.1", port)
+        self.client.subscribe(f"{base}/#", qos=1)
+        self.client.loop_start()
+
+    def publish(self, suffix: str, payload: bytes | str) -> None:
+        self.client.publish(f"{self.base}/{suffix}", payload, qos=1).wait_for_publish(5)
+
+    def wait_for(self, predicate, timeout: float = 60) -> tuple[str, bytes, bool]:
+        """The first message (seen earlier or arriving) that satisfies predicate(topic, payload)."""
+        for item in self.seen:
+            if predicate(item[0], item[1]):
+                return item
+        deadline = time.monotonic() + timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError("no matching message arrived")
+            try:
+                item = self.messages.get(timeout=remaining)
+            except queue.Empty:
+                continue
+            self.seen.append(item)
+            if predicate(item[0], item[1]):
+                return item
+
+    def event(self, job_id: str | None, kind: str, timeout: float = 60) -> dict[str, Any]:
+        def matches(topic: str, payload: bytes) -> bool:
+            if topic != f"{self.base}/events":
+                return False
+            data = json.loads(payload)
+            return data["event"] == kind and (job_id is None or data["id"] == job_id)
+
+        return json.loads(self.wait_for(matches, timeout)[1])
+
+    def events(self, job_id: str) -> list[str]:
+        return [
+            json.loads(p)["event"]
+            for t, p, _ in self.seen
+            if t == f"{self.base}/events" and json.loads(p)["id"] == job_id
+        ]
+
+    def close(self) -> None:
+        self.client.loop_stop()
+        self.client.disconnect()

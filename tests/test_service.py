@@ -1,0 +1,285 @@
+"""`fastvoice serve` against a real mosquitto, playing on the ALSA capture device."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import uuid
+import wave
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from daemon.audio.pcm_stream import decode_chunk
+from tests.mqtt_helpers import Broker, Recorder
+
+LONG_TEXT = " ".join(f"This is sentence number {n} of a long announcement." for n in range(40))
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    broker = Broker.start(tmp_path_factory.mktemp("broker"))
+    yield broker
+    broker.stop()
+
+
+class Daemon:
+    def __init__(self, broker: Broker, directory: Path, env: dict[str, str], **config) -> None:
+        self.base = f"fvtest/{uuid.uuid4().hex[:8]}"
+        self.port = broker.port
+        self.config_path = directory / "fastvoice.yaml"
+        self.write_config(broker.port, **config)
+        self.notify_path = directory / "notify.sock"
+        self.notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.notify.bind(str(self.notify_path))
+        self.notify.settimeout(60)
+        self.recorder = Recorder(broker.port, self.base)
+        env = {**env, "NOTIFY_SOCKET": str(self.notify_path), "WATCHDOG_USEC": "2000000"}
+        self.process = subprocess.Popen(
+            [
+                str(Path(sys.executable).parent / "fastvoice"),
+                "serve",
+                "--config",
+                str(self.config_path),
+            ],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=(directory / "serve.log").open("wb"),
+        )
+        self.recorder.wait_for(lambda t, p: t == f"{self.base}/status" and p == b"online")
+
+    def write_config(self, port: int, **config) -> None:
+        data = {"mqtt": {"port": port, "base_topic": self.base, "stats_interval_s": 1}, **config}
+        self.config_path.write_text(json.dumps(data))
+
+    def notifications(self, until: str) -> list[str]:
+        """sd_notify messages received, up to and including the first that starts with `until`."""
+        received = []
+        while True:
+            message = self.notify.recv(4096).decode()
+            received.append(message)
+            if message.startswith(until):
+                return received
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(30)
+            except subprocess.TimeoutExpired:
+                self.process.send_signal(signal.SIGUSR1)  # thread dump into serve.log
+                self.process.kill()
+                raise
+        self.recorder.close()
+        self.notify.close()
+
+
+@pytest.fixture
+def daemon(broker, capture, tmp_path):
+    running = Daemon(broker, tmp_path, capture.env())
+    yield running
+    running.stop()
+
+
+def say(daemon: Daemon, **fields) -> str:
+    fields.setdefault("id", uuid.uuid4().hex[:10])
+    daemon.recorder.publish("say", json.dumps(fields))
+    return fields["id"]
+
+
+def test_plain_text_plays_and_events_arrive_in_order(daemon, capture):
+    daemon.recorder.publish("say", "The washing machine has finished.")
+    queued = daemon.recorder.event(None, "queued")
+    finished = daemon.recorder.event(queued["id"], "finished")
+    assert daemon.recorder.events(queued["id"]) == ["queued", "started", "finished"]
+    for key in ("queue_wait_s", "first_audio_s", "synthesis_s", "audio_s", "rtf"):
+        assert finished[key] >= 0
+    played = capture.played("default")
+    assert abs(len(np.trim_zeros(played)) / 22050 - finished["audio_s"]) < 0.3
+
+
+BAD_PAYLOADS = [
+    (b'{"text": "hi"', "invalid JSON"),
+    (b'{"text": "hi", "priority": 5}', "priority: 5 is not one of"),
+    (b'{"text": "hi", "colour": "red"}', "colour: unknown field"),
+    (b'{"text": ""}', "text:"),
+    (json.dumps({"text": "a" * 10_001}).encode(), "above the maximum 10000"),
+    (b'{"text": "hi", "voice": "nobody"}', "unknown voice 'nobody'"),
+    (bytes(range(128, 256)), "not UTF-8"),
+    (b"x" * 10_000_000, "above the maximum 65536"),
+    (b'{"text": "hi", "output": "publish"}', "needs a reply_topic"),
+    (b'{"text": "hi", "output": "publish", "reply_topic": "a/#"}', "not a plain topic"),
+]
+
+
+def test_bad_payloads_are_rejected_by_name_and_service_goes_on(daemon):
+    for payload, _ in BAD_PAYLOADS:
+        daemon.recorder.publish("say", payload)
+        job = say(daemon, text="Still here.")
+        daemon.recorder.event(job, "finished")
+    rejected = [
+        json.loads(p)
+        for t, p, _ in daemon.recorder.seen
+        if t.endswith("/events") and json.loads(p)["event"] == "rejected"
+    ]
+    assert len(rejected) == len(BAD_PAYLOADS)
+    for event, (_, message) in zip(rejected, BAD_PAYLOADS, strict=True):
+        assert event["reason"] == "invalid" and message in event["message"], event
+
+
+def test_unknown_speaker_fails_with_a_reason(daemon):
+    job = say(daemon, text="Hello.", speaker="alice")
+    failed = daemon.recorder.event(job, "failed")
+    assert failed["reason"] == "bad_voice" and "single speaker" in failed["message"]
+
+
+def test_duplicate_id_never_plays_twice(daemon):
+    job = say(daemon, text="Once only.")
+    say(daemon, text="Once only.", id=job)
+    rejected = daemon.recorder.event(job, "rejected")
+    assert rejected["reason"] == "duplicate"
+    daemon.recorder.event(job, "finished")
+    assert daemon.recorder.events(job).count("started") == 1
+
+
+def test_publish_wav_returns_the_audio(daemon):
+    topic = f"{daemon.base}/reply/wav"
+    job = say(daemon, text="Sent back as a file.", output="publish", reply_topic=topic)
+    finished = daemon.recorder.event(job, "finished")
+    _, payload, _ = daemon.recorder.wait_for(lambda t, p: t == topic)
+    with wave.open(io.BytesIO(payload)) as wav:
+        assert wav.getframerate() == 22050 and wav.getsampwidth() == 2
+        assert abs(wav.getnframes() / 22050 - finished["audio_s"]) < 0.3
+
+
+def test_publish_pcm_chunks_in_order_with_a_final_empty_one(daemon):
+    topic = f"{daemon.base}/reply/pcm"
+    job = say(
+        daemon, text="First part. Second part.", output="publish", reply_topic=topic, format="pcm"
+    )
+    daemon.recorder.event(job, "finished")
+    daemon.recorder.wait_for(lambda t, p: t == topic and decode_chunk(p).is_last)
+    chunks = [decode_chunk(p) for t, p, _ in daemon.recorder.seen if t == topic]
+    assert [c.sequence for c in chunks] == list(range(len(chunks)))
+    assert chunks[-1].is_last and all(c.samples.size for c in chunks[:-1])
+    assert {c.sample_rate for c in chunks} == {22050}
+
+
+def test_priority_then_arrival_order(daemon):
+    long_job = say(daemon, text=LONG_TEXT)
+    daemon.recorder.event(long_job, "started")
+    low = say(daemon, text="Low.", priority="low")
+    normal = say(daemon, text="Normal.")
+    high = say(daemon, text="High.", priority="high")
+    for job in (low, normal, high):
+        daemon.recorder.event(job, "finished")
+    started = [
+        json.loads(p)["id"]
+        for t, p, _ in daemon.recorder.seen
+        if t.endswith("/events") and json.loads(p)["event"] == "started"
+    ]
+    assert started == [long_job, high, normal, low]
+
+
+def test_critical_interrupts_what_is_playing(daemon):
+    long_job = say(daemon, text=LONG_TEXT)
+    daemon.recorder.event(long_job, "started")
+    critical = say(daemon, text="Fire alarm. Please leave the building.", priority="critical")
+    interrupted = daemon.recorder.event(long_job, "interrupted")
+    assert interrupted["reason"] == "critical"
+    daemon.recorder.event(critical, "finished")
+    assert "finished" not in daemon.recorder.events(long_job)
+
+
+def test_stop_all_ends_the_current_job_and_clears_the_queue(daemon):
+    long_job = say(daemon, text=LONG_TEXT)
+    daemon.recorder.event(long_job, "started")
+    waiting = [say(daemon, text=f"Waiting {n}.") for n in range(3)]
+    daemon.recorder.publish("stop", json.dumps({"all": True}))
+    assert daemon.recorder.event(long_job, "interrupted")["reason"] == "stopped"
+    for job in waiting:
+        assert daemon.recorder.event(job, "interrupted")["reason"] == "stopped"
+    after = say(daemon, text="Back to normal.")
+    daemon.recorder.event(after, "finished")
+    assert all("started" not in daemon.recorder.events(job) for job in waiting)
+
+
+def test_volume_changes_amplitude_and_is_retained(daemon, capture):
+    def peak_of(text: str) -> float:
+        capture.reset()
+        job = say(daemon, text=text, id=uuid.uuid4().hex[:8])
+        daemon.recorder.event(job, "finished")
+        return float(np.abs(capture.played("default")).max())
+
+    loud = peak_of("Volume check.")
+    daemon.recorder.publish("volume", "0.25")
+    daemon.recorder.wait_for(lambda t, p: t == f"{daemon.base}/volume/state" and p == b"0.25")
+    quiet = peak_of("Volume check.")
+    assert quiet == pytest.approx(loud * 0.25, rel=0.05)
+    daemon.recorder.publish("volume", "7")
+    assert "not a number from 0 to 1" in daemon.recorder.event(None, "rejected")["message"]
+
+
+def test_status_info_and_stats(daemon):
+    daemon.recorder.wait_for(lambda t, p: t == f"{daemon.base}/status/info")
+    late = Recorder(daemon.port, daemon.base)  # subscribes now: sees only what was retained
+    try:
+        _, info, retained = late.wait_for(lambda t, p: t == f"{daemon.base}/status/info")
+    finally:
+        late.close()
+    info = json.loads(info)
+    assert retained and info["voices"][0]["name"] == "en_US-joe-medium"
+    assert info["backend"] == "ort-cpu"
+    _, stats, _ = daemon.recorder.wait_for(lambda t, p: t == f"{daemon.base}/stats")
+    stats = json.loads(stats)
+    assert stats["rss_bytes"] > 0 and "queue_depth" in stats
+
+
+def test_systemd_ready_status_and_watchdog(daemon):
+    messages = daemon.notifications(until="WATCHDOG=1")
+    assert "READY=1" in messages
+    assert any(m.startswith("STATUS=serving") for m in messages)
+
+
+def test_sighup_with_a_broken_config_keeps_serving(daemon):
+    daemon.notifications(until="READY=1")
+    daemon.config_path.write_text("audio: {volume: 9}\n")
+    daemon.process.send_signal(signal.SIGHUP)
+    refused = daemon.notifications(until="STATUS=config reload refused")[-1]
+    assert "STATUS=config reload refused" in refused
+    job = say(daemon, text="Still serving.")
+    daemon.recorder.event(job, "finished")
+
+
+def test_sigterm_publishes_stopped(daemon):
+    daemon.process.terminate()
+    assert daemon.process.wait(30) == 0
+    daemon.recorder.wait_for(lambda t, p: t == f"{daemon.base}/status" and p == b"stopped")
+
+
+def test_sigkill_leaves_offline_through_the_last_will(broker, daemon):
+    daemon.process.kill()
+    daemon.process.wait(10)
+    daemon.recorder.wait_for(lambda t, p: t == f"{daemon.base}/status" and p == b"offline", 90)
+
+
+def test_unit_file_verifies_without_warnings(tmp_path):
+    repo = Path(__file__).resolve().parent.parent
+    unit = (repo / "systemd" / "fastvoice.service").read_text()
+    executable = Path(sys.executable).parent / "fastvoice"
+    (tmp_path / "fastvoice.service").write_text(
+        unit.replace("/opt/fastvoice/.venv/bin/fastvoice", str(executable))
+    )
+    result = subprocess.run(
+        ["systemd-analyze", "verify", str(tmp_path / "fastvoice.service")],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "SYSTEMD_LOG_LEVEL": "info"},
+    )
+    assert result.returncode == 0 and result.stderr == "", result.stderr
