@@ -40,17 +40,32 @@ class SayCommand(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    v: Literal[1] = PAYLOAD_VERSION
-    id: JobId = Field(default_factory=lambda: uuid.uuid4().hex[:12])
-    text: str = Field(min_length=1)
-    voice: str | None = None
-    speaker: Annotated[str, Field(max_length=64)] | Annotated[int, Field(ge=0)] | None = None
-    priority: Priority = "normal"
-    volume: float | None = Field(None, ge=0.0, le=1.0)
-    output: Literal["play", "publish", "both"] = "play"
-    reply_topic: str | None = Field(None, max_length=256)
-    format: Literal["wav", "pcm"] = "wav"
-    expires_s: float | None = Field(None, gt=0, le=86_400)
+    v: Literal[1] = Field(PAYLOAD_VERSION, description="payload version")
+    id: JobId = Field(
+        default_factory=lambda: uuid.uuid4().hex[:12],
+        description="job id, echoed in every event; a repeated id is never spoken twice",
+    )
+    text: str = Field(min_length=1, description="what to say")
+    voice: str | None = Field(None, description="voice name; default: the configured voice")
+    speaker: Annotated[str, Field(max_length=64)] | Annotated[int, Field(ge=0)] | None = Field(
+        None, description="speaker name or index of a multi-speaker voice"
+    )
+    priority: Priority = Field(
+        "normal", description="queue order; critical interrupts what is playing"
+    )
+    volume: float | None = Field(None, ge=0.0, le=1.0, description="this job's volume, 0 to 1")
+    output: Literal["play", "publish", "both"] = Field(
+        "play", description="play on the box, publish to reply_topic, or both"
+    )
+    reply_topic: str | None = Field(
+        None, max_length=256, description="where published audio goes (no wildcards)"
+    )
+    format: Literal["wav", "pcm"] = Field(
+        "wav", description="published audio: one WAV message, or PCM chunks (docs/mqtt.md)"
+    )
+    expires_s: float | None = Field(
+        None, gt=0, le=86_400, description="drop the job if it has not started this long after"
+    )
 
     _topic = field_validator("reply_topic")(_plain_topic)
 
@@ -99,6 +114,12 @@ def _validated(model: type[BaseModel], data: dict[str, Any]) -> Any:
         raise CommandError(message.replace("\n", "; "), job_id) from None
 
 
+def say_schema() -> dict[str, Any]:
+    """JSON Schema of the `say` payload, as published in docs/say.schema.json."""
+    schema = SayCommand.model_json_schema()
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
+
+
 def parse_say(payload: bytes, max_bytes: int) -> SayCommand:
     """JSON object → SayCommand; anything else that is text → the text to speak."""
     text = _decode(payload, max_bytes)
@@ -112,6 +133,18 @@ def parse_stop(payload: bytes, max_bytes: int) -> StopCommand:
     if not text:
         return StopCommand()
     return _validated(StopCommand, _json_object(text))
+
+
+def parse_pause(payload: bytes, max_bytes: int) -> bool:
+    """true/false (also 1/0, on/off), or {"paused": true}."""
+    text = _decode(payload, max_bytes).strip().lower()
+    words = {"true": True, "1": True, "on": True, "false": False, "0": False, "off": False}
+    if text in words:
+        return words[text]
+    data = _json_object(text) if text.startswith("{") else None
+    if data is None or set(data) != {"paused"} or not isinstance(data["paused"], bool):
+        raise CommandError(f'pause: {text[:40]!r} is not true/false or {{"paused": true}}')
+    return data["paused"]
 
 
 def parse_volume(payload: bytes, max_bytes: int) -> float:

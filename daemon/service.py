@@ -20,7 +20,7 @@ import psutil
 
 from daemon import __version__, sdnotify
 from daemon.audio.player import Player
-from daemon.commands import CommandError, parse_say, parse_stop, parse_volume
+from daemon.commands import CommandError, parse_pause, parse_say, parse_stop, parse_volume
 from daemon.config import Config, load_config
 from daemon.errors import FastvoiceError
 from daemon.jobs import DuplicateJob, Job, JobQueue, QueueFull
@@ -60,7 +60,12 @@ class Service:
         )
         self.link = MqttLink(
             config.mqtt,
-            {"say": self.on_say, "stop": self.on_stop, "volume": self.on_volume},
+            {
+                "say": self.on_say,
+                "stop": self.on_stop,
+                "volume": self.on_volume,
+                "pause": self.on_pause,
+            },
             self._on_online,
         )
         self.counts = {"accepted": 0, "finished": 0, "failed": 0, "rejected": 0, "interrupted": 0}
@@ -119,6 +124,19 @@ class Service:
         self.player.volume = volume
         self.link.publish(self.link.topic("volume/state"), f"{volume:g}", retain=True)
 
+    def on_pause(self, payload: bytes) -> None:
+        """Pauses what is playing and the queue; jobs keep being accepted."""
+        try:
+            paused = parse_pause(payload, self.config.queue.max_payload_bytes)
+        except CommandError as error:
+            self.emit("rejected", None, reason="invalid", message=str(error))
+            return
+        self.queue.set_paused(paused)
+        self.player.paused = paused
+        self.link.publish(
+            self.link.topic("pause/state"), "true" if paused else "false", retain=True
+        )
+
     # --- outputs ---
 
     def emit(self, event: str, job: Job | None, **fields: Any) -> None:
@@ -172,6 +190,8 @@ class Service:
     def _on_online(self) -> None:
         self.link.publish_json("status/info", self.info(), retain=True)
         self.link.publish(self.link.topic("volume/state"), f"{self.player.volume:g}", retain=True)
+        paused = "true" if self.queue.paused else "false"
+        self.link.publish(self.link.topic("pause/state"), paused, retain=True)
 
     # --- lifecycle (main thread) ---
 
@@ -185,8 +205,10 @@ class Service:
         sdnotify.notify(f"STATUS=serving on {self.config.mqtt.host}:{self.config.mqtt.port}")
 
     def healthy(self) -> bool:
-        """Alive, and either idle-waiting or making progress on a job."""
-        stalled = time.monotonic() - self.speaker.heartbeat > STALL_LIMIT_S
+        """Alive, and either idle-waiting, paused, or making progress on a job."""
+        stalled = (
+            time.monotonic() - self.speaker.heartbeat > STALL_LIMIT_S and not self.queue.paused
+        )
         return self.speaker.is_alive() and not stalled
 
     def reload(self) -> None:

@@ -171,20 +171,73 @@ def test_publish_pcm_chunks_in_order_with_a_final_empty_one(daemon):
     assert {c.sample_rate for c in chunks} == {22050}
 
 
-def test_priority_then_arrival_order(daemon):
-    long_job = say(daemon, text=LONG_TEXT)
-    daemon.recorder.event(long_job, "started")
-    low = say(daemon, text="Low.", priority="low")
-    normal = say(daemon, text="Normal.")
-    high = say(daemon, text="High.", priority="high")
-    for job in (low, normal, high):
-        daemon.recorder.event(job, "finished")
-    started = [
+def started_order(daemon: Daemon) -> list[str]:
+    return [
         json.loads(p)["id"]
         for t, p, _ in daemon.recorder.seen
         if t.endswith("/events") and json.loads(p)["event"] == "started"
     ]
-    assert started == [long_job, high, normal, low]
+
+
+def test_priority_then_arrival_order(daemon):
+    daemon.recorder.publish("pause", "true")
+    daemon.recorder.wait_for(lambda t, p: t.endswith("/pause/state") and p == b"true")
+    low = say(daemon, text="Low.", priority="low")
+    normal = say(daemon, text="Normal.")
+    high = say(daemon, text="High.", priority="high")
+    second_normal = say(daemon, text="Normal again.")
+    daemon.recorder.event(second_normal, "queued")
+    daemon.recorder.publish("pause", "false")
+    for job in (low, normal, high, second_normal):
+        daemon.recorder.event(job, "finished")
+    assert started_order(daemon) == [high, normal, second_normal, low]
+
+
+def test_queue_full_and_expired_jobs_are_rejected(broker, capture, tmp_path):
+    small = Daemon(broker, tmp_path, capture.env(), queue={"max_jobs": 2})
+    try:
+        small.recorder.publish("pause", "true")
+        small.recorder.wait_for(lambda t, p: t.endswith("/pause/state") and p == b"true")
+        expiring = say(small, text="Too late.", expires_s=0.001)
+        kept = say(small, text="Kept.")
+        overflow = say(small, text="One too many.")
+        assert small.recorder.event(overflow, "rejected")["reason"] == "queue_full"
+        small.recorder.publish("pause", "false")
+        assert small.recorder.event(expiring, "rejected")["reason"] == "expired"
+        small.recorder.event(kept, "finished")
+        assert "started" not in small.recorder.events(expiring)
+    finally:
+        small.stop()
+
+
+def test_interrupted_job_resumes_when_configured(broker, capture, tmp_path):
+    resuming = Daemon(broker, tmp_path, capture.env(), queue={"resume_interrupted": True})
+    try:
+        long_job = say(resuming, text=LONG_TEXT)
+        resuming.recorder.event(long_job, "started")
+        critical = say(resuming, text="Attention please.", priority="critical")
+        resuming.recorder.event(long_job, "interrupted")
+        resuming.recorder.event(critical, "finished")
+        resuming.recorder.event(long_job, "finished", timeout=120)
+        assert resuming.recorder.events(long_job) == [
+            "queued",
+            "started",
+            "interrupted",
+            "started",
+            "finished",
+        ]
+    finally:
+        resuming.stop()
+
+
+def test_stop_ends_only_the_current_job(daemon):
+    long_job = say(daemon, text=LONG_TEXT)
+    daemon.recorder.event(long_job, "started")
+    next_job = say(daemon, text="Next in line.")
+    daemon.recorder.event(next_job, "queued")
+    daemon.recorder.publish("stop", "")
+    assert daemon.recorder.event(long_job, "interrupted")["reason"] == "stopped"
+    daemon.recorder.event(next_job, "finished")
 
 
 def test_critical_interrupts_what_is_playing(daemon):

@@ -146,6 +146,7 @@ class Player:
     ) -> None:
         self.device = device
         self.volume = volume
+        self.paused = False
         self.output_rate = output_rate
         self.buffer_s = buffer_s
         self.prefill_s = prefill_s
@@ -173,6 +174,9 @@ class Player:
         self._stopped.clear()
 
         def callback(outdata, frames, _time, _status) -> None:
+            if self.paused:
+                outdata.fill(0.0)
+                return
             mono = outdata[:, 0]
             written = buffer.take_into(mono)
             mono[written:] = 0.0

@@ -1,0 +1,120 @@
+import json
+
+import pytest
+
+from daemon.commands import CommandError, parse_say, parse_stop, parse_volume, say_schema
+from daemon.jobs import DuplicateJob, Job, JobQueue, QueueFull
+from tests.conftest import REPO
+
+LIMIT = 65_536
+
+
+def test_published_schema_matches_the_model():
+    published = json.loads((REPO / "docs" / "say.schema.json").read_text())
+    assert published == say_schema(), "regenerate docs/say.schema.json from say_schema()"
+
+
+def test_plain_text_payload_is_text_with_defaults():
+    command = parse_say(b"Dinner is ready.", LIMIT)
+    assert command.text == "Dinner is ready." and command.priority == "normal"
+    assert command.output == "play" and command.id
+
+
+def test_json_payload_with_every_field():
+    payload = {
+        "v": 1,
+        "id": "door-1",
+        "text": "Door open.",
+        "voice": "v",
+        "speaker": 2,
+        "priority": "critical",
+        "volume": 0.5,
+        "output": "both",
+        "reply_topic": "speakers/hall",
+        "format": "pcm",
+        "expires_s": 30,
+    }
+    command = parse_say(json.dumps(payload).encode(), LIMIT)
+    assert command.model_dump() == payload
+
+
+@pytest.mark.parametrize(
+    ("payload", "message"),
+    [
+        (b'{"text": 1}', "text: 1: Input should be a valid string"),
+        (b'{"text": "a", "priority": "urgent"}', "priority: 'urgent' is not one of"),
+        (b'{"text": "a", "volume": 2}', "volume: 2 is above the maximum 1.0"),
+        (b'{"text": "a", "id": "../x"}', "id: '../x'"),
+        (b'{"text": "a", "v": 2}', "v: 2 is not one of 1"),
+        (b'{"text": "a", "reply_topic": "$SYS/x", "output": "publish"}', "not a plain topic"),
+        (b'{"text": "a", "expires_s": -1}', "expires_s: -1 is below"),
+        (b'{"id": "j"}', "text: required key is missing"),
+    ],
+)
+def test_bad_json_fields_are_named(payload, message):
+    with pytest.raises(CommandError) as caught:
+        parse_say(payload, LIMIT)
+    assert message in str(caught.value)
+
+
+def test_rejection_keeps_the_id_when_there_is_one():
+    with pytest.raises(CommandError) as caught:
+        parse_say(b'{"id": "abc", "text": "a", "bogus": 1}', LIMIT)
+    assert caught.value.job_id == "abc"
+
+
+def test_oversize_payload_is_refused_before_decoding():
+    with pytest.raises(CommandError, match="payload is 2000 bytes, above the maximum 1024"):
+        parse_say(b"\xff" * 2000, 1024)
+
+
+@pytest.mark.parametrize(("payload", "expected"), [(b"", False), (b'{"all": true}', True)])
+def test_stop_payloads(payload, expected):
+    assert parse_stop(payload, LIMIT).all is expected
+
+
+@pytest.mark.parametrize(("payload", "expected"), [(b"0.4", 0.4), (b'{"volume": 1}', 1.0)])
+def test_volume_payloads(payload, expected):
+    assert parse_volume(payload, LIMIT) == expected
+
+
+@pytest.mark.parametrize("payload", [b"1.5", b"loud", b"true", b'{"volume": 0.5, "x": 1}'])
+def test_bad_volume_payloads(payload):
+    with pytest.raises(CommandError):
+        parse_volume(payload, LIMIT)
+
+
+def job(text: str, priority: str = "normal", **fields) -> Job:
+    return Job(
+        parse_say(json.dumps({"text": text, "priority": priority, **fields}).encode(), LIMIT)
+    )
+
+
+def test_queue_orders_by_priority_then_arrival():
+    queue = JobQueue(max_jobs=10)
+    jobs = [job("a", "low"), job("b"), job("c", "high"), job("d"), job("e", "critical")]
+    for item in jobs:
+        queue.put(item)
+    order = [queue.get(timeout=0).command.text for _ in jobs]
+    assert order == ["e", "c", "b", "d", "a"]
+    assert queue.get(timeout=0) is None
+
+
+def test_queue_bound_and_duplicate_ids():
+    queue = JobQueue(max_jobs=2)
+    queue.put(job("a", id="one"))
+    queue.put(job("b"))
+    with pytest.raises(QueueFull):
+        queue.put(job("c"))
+    queue.get(timeout=0)
+    with pytest.raises(DuplicateJob):
+        queue.put(job("again", id="one"))
+
+
+def test_paused_queue_hands_out_nothing():
+    queue = JobQueue(max_jobs=2)
+    queue.put(job("a"))
+    queue.set_paused(True)
+    assert queue.get(timeout=0.01) is None
+    queue.set_paused(False)
+    assert queue.get(timeout=0).command.text == "a"
