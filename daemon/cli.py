@@ -180,6 +180,38 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return serve(args.config)
 
 
+def cmd_send(args: argparse.Namespace) -> int:
+    from pydantic import ValidationError
+
+    from daemon.commands import SayCommand
+    from daemon.send import send
+    from daemon.validation import format_validation_error
+
+    config = load_config(args.config)
+    say = {"text": _read_text(args.text), "priority": args.priority}
+    optional = {
+        "id": args.id,
+        "voice": args.voice,
+        "speaker": args.speaker,
+        "volume": args.volume,
+        "expires_s": args.expires,
+    }
+    say.update({key: value for key, value in optional.items() if value is not None})
+    try:
+        SayCommand.model_validate(say)
+    except ValidationError as error:
+        raise TextError(format_validation_error(error)) from None
+    events, audio = send(config.mqtt, say, args.timeout, args.save)
+    for event in events:
+        details = {k: v for k, v in event.items() if k not in ("v", "event", "id", "time")}
+        extra = " ".join(f"{key}={value}" for key, value in details.items())
+        print(f"{event['event']:<12} {event['id']}  {extra}".rstrip())
+    if args.save is not None and audio is not None:
+        args.save.write_bytes(audio)
+        print(f"saved {args.save}")
+    return 0 if events[-1]["event"] == "finished" else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
@@ -222,6 +254,20 @@ def build_parser() -> argparse.ArgumentParser:
         "serve", parents=[common], help="run the service: MQTT commands, queue, playback"
     )
     serve.set_defaults(handler=cmd_serve)
+
+    send = commands.add_parser(
+        "send", parents=[common], help="send a say command to a running service, follow it"
+    )
+    send.add_argument("text", help="text to speak, or - to read standard input")
+    send.add_argument("--priority", default="normal", choices=["low", "normal", "high", "critical"])
+    send.add_argument("--voice", help="voice name")
+    send.add_argument("--speaker", type=_speaker, help="speaker name or index")
+    send.add_argument("--volume", type=_bounded_float(0, 1), help="this job's volume, 0 to 1")
+    send.add_argument("--expires", type=_bounded_float(0, 86_400, low_inclusive=False))
+    send.add_argument("--id", help="job id (default: generated)")
+    send.add_argument("--timeout", type=_bounded_float(0, 3600, low_inclusive=False), default=120)
+    send.add_argument("--save", type=Path, help="have the audio published back and save it here")
+    send.set_defaults(handler=cmd_send)
 
     voices = commands.add_parser("voices", parents=[common], help="list voices and their backend")
     voices.add_argument("--json", action="store_true", help="machine-readable output")

@@ -19,37 +19,41 @@ log = logging.getLogger(__name__)
 Handler = Callable[[bytes], None]
 
 
+def make_client(config: MqttConfig, client_id: str, persistent: bool):
+    """A paho client with the configured credentials and TLS (server verification on)."""
+    import paho.mqtt.client as mqtt
+    from paho.mqtt.enums import CallbackAPIVersion
+
+    client = mqtt.Client(
+        CallbackAPIVersion.VERSION2,
+        client_id=client_id,
+        clean_session=not persistent,
+        protocol=mqtt.MQTTv311,
+    )
+    password = config.password()
+    if config.username is not None:
+        client.username_pw_set(config.username, password.get_secret_value() if password else None)
+    if config.tls is not None:
+        client.tls_set(
+            ca_certs=str(config.tls.ca_file) if config.tls.ca_file else None,
+            certfile=str(config.tls.cert_file) if config.tls.cert_file else None,
+            keyfile=str(config.tls.key_file) if config.tls.key_file else None,
+        )
+    return client
+
+
 class MqttLink:
     def __init__(
         self, config: MqttConfig, handlers: dict[str, Handler], on_online: Callable[[], None]
     ) -> None:
-        import paho.mqtt.client as mqtt
-        from paho.mqtt.enums import CallbackAPIVersion
-
         self.config = config
         self.base = config.base_topic
         self.handlers = handlers
         self.on_online = on_online
         self.connected = False
         client_id = config.client_id or f"fastvoice-{socket.gethostname()}"
-        self.client = mqtt.Client(
-            CallbackAPIVersion.VERSION2,
-            client_id=client_id,
-            clean_session=False,
-            protocol=mqtt.MQTTv311,
-        )
+        self.client = make_client(config, client_id, persistent=True)
         self.client.will_set(self.topic("status"), "offline", qos=1, retain=True)
-        password = config.password()
-        if config.username is not None:
-            self.client.username_pw_set(
-                config.username, password.get_secret_value() if password else None
-            )
-        if config.tls is not None:
-            self.client.tls_set(
-                ca_certs=str(config.tls.ca_file) if config.tls.ca_file else None,
-                certfile=str(config.tls.cert_file) if config.tls.cert_file else None,
-                keyfile=str(config.tls.key_file) if config.tls.key_file else None,
-            )
         self.client.reconnect_delay_set(min_delay=1, max_delay=30)
         self.client.on_connect = self._on_connect
         self.client.on_disconnect = self._on_disconnect

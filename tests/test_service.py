@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from daemon.audio.pcm_stream import decode_chunk
+from tests.conftest import run_cli
 from tests.mqtt_helpers import Broker, Recorder
 
 LONG_TEXT = " ".join(f"This is sentence number {n} of a long announcement." for n in range(40))
@@ -336,3 +337,37 @@ def test_unit_file_verifies_without_warnings(tmp_path):
         env={**os.environ, "SYSTEMD_LOG_LEVEL": "info"},
     )
     assert result.returncode == 0 and result.stderr == "", result.stderr
+
+
+def send_config(daemon: Daemon, tmp_path: Path) -> Path:
+    path = tmp_path / "client.yaml"
+    path.write_text(json.dumps({"mqtt": {"port": daemon.port, "base_topic": daemon.base}}))
+    return path
+
+
+def test_send_follows_the_job_and_prints_timings(daemon, tmp_path):
+    config = send_config(daemon, tmp_path)
+    result = run_cli("send", "Hello from the operator.", "--id", "op-1", "--config", str(config))
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.decode().splitlines()
+    assert [line.split()[0] for line in lines] == ["queued", "started", "finished"]
+    assert "op-1" in lines[-1] and "first_audio_s=" in lines[-1] and "rtf=" in lines[-1]
+
+
+def test_send_saves_the_published_wav(daemon, tmp_path):
+    out = tmp_path / "back.wav"
+    config = send_config(daemon, tmp_path)
+    result = run_cli("send", "Sent back to me.", "--save", str(out), "--config", str(config))
+    assert result.returncode == 0, result.stderr
+    with wave.open(str(out)) as wav:
+        assert wav.getframerate() == 22050 and wav.getnframes() > 22050 // 2
+
+
+def test_send_reports_a_rejection_and_a_missing_service(daemon, tmp_path):
+    config = send_config(daemon, tmp_path)
+    result = run_cli("send", "x" * 20_000, "--config", str(config))
+    assert result.returncode == 1 and b"rejected" in result.stdout
+    nobody = tmp_path / "nobody.yaml"
+    nobody.write_text(json.dumps({"mqtt": {"port": daemon.port, "base_topic": "fvtest/nobody"}}))
+    result = run_cli("send", "Anyone?", "--timeout", "2", "--config", str(nobody))
+    assert result.returncode == 1 and b"no answer from fvtest/nobody within 2 s" in result.stderr
