@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import socket
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -57,6 +58,8 @@ class MqttLink:
         self.client.reconnect_delay_set(min_delay=1, max_delay=30)
         self.client.on_connect = self._on_connect
         self.client.on_disconnect = self._on_disconnect
+        self.client.on_connect_fail = self._on_connect_fail
+        self._last_failure: str | None = None
         self.client.on_message = self._on_message
 
     def topic(self, suffix: str) -> str:
@@ -91,10 +94,19 @@ class MqttLink:
             )
             return
         self.connected = True
+        self._last_failure = None
         log.info("connected to %s:%d as %s", self.config.host, self.config.port, self.base)
         client.subscribe([(self.topic(suffix), self.config.qos) for suffix in self.handlers])
         client.publish(self.topic("status"), "online", qos=1, retain=True)
         self.on_online()
+
+    def _on_connect_fail(self, _client, _userdata) -> None:
+        # paho calls this from inside its `except OSError` block: the error is the current one.
+        error = sys.exc_info()[1]
+        failure = f"cannot connect to {self.config.host}:{self.config.port}: {error}"
+        if failure != self._last_failure:
+            log.error("%s (retrying)", failure)
+        self._last_failure = failure
 
     def _on_disconnect(self, _client, _userdata, _flags, reason_code, _properties) -> None:
         self.connected = False

@@ -6,7 +6,9 @@ import json
 import queue
 import socket
 import subprocess
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,14 +27,23 @@ def free_port() -> int:
 class Broker:
     port: int
     process: subprocess.Popen
+    config: Path
 
     @classmethod
-    def start(cls, directory: Path) -> Broker:
-        port = free_port()
+    def start(
+        cls, directory: Path, persistent: bool = False, port: int | None = None, extra: str = ""
+    ) -> Broker:
+        """A mosquitto of our own; `persistent` keeps sessions and queued messages over restarts."""
+        port = port or free_port()
         config = directory / "mosquitto.conf"
+        persistence = (
+            f"persistence true\npersistence_location {directory}/\n"
+            if persistent
+            else "persistence false\n"
+        )
         config.write_text(
-            f"listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\n"
-            "log_dest stdout\nmessage_size_limit 0\n"
+            f"listener {port} 127.0.0.1\n{persistence}"
+            f"log_dest stdout\nmessage_size_limit 0\nuser root\n{extra or 'allow_anonymous true'}\n"
         )
         process = subprocess.Popen(
             ["mosquitto", "-c", str(config)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
@@ -41,7 +52,7 @@ class Broker:
         while time.monotonic() < deadline:
             with socket.socket() as sock:
                 if sock.connect_ex(("127.0.0.1", port)) == 0:
-                    return cls(port, process)
+                    return cls(port, process, config)
             time.sleep(0.05)
         process.kill()
         raise RuntimeError("mosquitto did not start")
@@ -50,21 +61,46 @@ class Broker:
         self.process.terminate()
         self.process.wait(10)
 
+    def restart(self) -> Broker:
+        self.stop()
+        return Broker.start(self.config.parent, persistent=True, port=self.port)
+
 
 class Recorder:
     """Subscribes to a base topic and keeps every message, in arrival order."""
 
-    def __init__(self, port: int, base: str) -> None:
+    def __init__(
+        self,
+        port: int,
+        base: str,
+        client_id: str | None = None,
+        configure: Callable[[mqtt.Client], None] | None = None,
+        host: str = "127.0.0.1",
+    ) -> None:
+        """With a `client_id`, the session persists: messages wait for it over a reconnect.
+
+        `configure` sets credentials or TLS on the client before it connects.
+        """
         self.base = base
         self.messages: queue.Queue[tuple[str, bytes, bool]] = queue.Queue()
         self.seen: list[tuple[str, bytes, bool]] = []
-        self.client = mqtt.Client(CallbackAPIVersion.VERSION2)
+        self.client = mqtt.Client(
+            CallbackAPIVersion.VERSION2, client_id=client_id or "", clean_session=client_id is None
+        )
+        self.client.reconnect_delay_set(min_delay=1, max_delay=2)
+        self.connected = threading.Event()
+        self.client.on_connect = lambda *_: self.connected.set()
+        self.client.on_disconnect = lambda *_: self.connected.clear()
         self.client.on_message = lambda _c, _u, m: self.messages.put((m.topic, m.payload, m.retain))
-        self.client.connect("127.0.0.1", port)
+        if configure is not None:
+            configure(self.client)
+        self.client.connect(host, port)
         self.client.subscribe(f"{base}/#", qos=1)
         self.client.loop_start()
 
     def publish(self, suffix: str, payload: bytes | str) -> None:
+        if not self.connected.wait(30):
+            raise TimeoutError("the recorder could not reconnect")
         self.client.publish(f"{self.base}/{suffix}", payload, qos=1).wait_for_publish(5)
 
     def wait_for(self, predicate, timeout: float = 60) -> tuple[str, bytes, bool]:

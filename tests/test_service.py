@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 import uuid
 import wave
 from pathlib import Path
@@ -31,7 +32,15 @@ def broker(tmp_path_factory):
 
 
 class Daemon:
-    def __init__(self, broker: Broker, directory: Path, env: dict[str, str], **config) -> None:
+    def __init__(
+        self,
+        broker: Broker,
+        directory: Path,
+        env: dict[str, str],
+        recorder_options: dict | None = None,
+        wait_online: bool = True,
+        **config,
+    ) -> None:
         self.base = f"fvtest/{uuid.uuid4().hex[:8]}"
         self.port = broker.port
         self.config_path = directory / "fastvoice.yaml"
@@ -40,7 +49,12 @@ class Daemon:
         self.notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self.notify.bind(str(self.notify_path))
         self.notify.settimeout(60)
-        self.recorder = Recorder(broker.port, self.base)
+        self.recorder = Recorder(
+            broker.port,
+            self.base,
+            client_id=f"recorder-{self.base[-8:]}",
+            **(recorder_options or {}),
+        )
         env = {**env, "NOTIFY_SOCKET": str(self.notify_path), "WATCHDOG_USEC": "2000000"}
         self.process = subprocess.Popen(
             [
@@ -53,10 +67,22 @@ class Daemon:
             stdout=subprocess.DEVNULL,
             stderr=(directory / "serve.log").open("wb"),
         )
-        self.recorder.wait_for(lambda t, p: t == f"{self.base}/status" and p == b"online")
+        if wait_online:
+            self.recorder.wait_for(lambda t, p: t == f"{self.base}/status" and p == b"online")
 
-    def write_config(self, port: int, **config) -> None:
-        data = {"mqtt": {"port": port, "base_topic": self.base, "stats_interval_s": 1}, **config}
+    def log_says(self, text: str, timeout: float = 30) -> bool:
+        """Whether the service's stderr log shows `text` within `timeout` seconds."""
+        log = self.config_path.parent / "serve.log"
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if log.exists() and text in log.read_text():
+                return True
+            time.sleep(0.1)
+        return False
+
+    def write_config(self, port: int, mqtt: dict | None = None, **config) -> None:
+        mqtt = {"port": port, "base_topic": self.base, "stats_interval_s": 1, **(mqtt or {})}
+        data = {"mqtt": mqtt, **config}
         self.config_path.write_text(json.dumps(data))
 
     def notifications(self, until: str) -> list[str]:
@@ -83,7 +109,9 @@ class Daemon:
 
 @pytest.fixture
 def daemon(broker, capture, tmp_path):
-    running = Daemon(broker, tmp_path, capture.env())
+    running = Daemon(
+        broker, tmp_path, capture.env(), mqtt={"client_id": f"fv-{uuid.uuid4().hex[:6]}"}
+    )
     yield running
     running.stop()
 
@@ -371,3 +399,32 @@ def test_send_reports_a_rejection_and_a_missing_service(daemon, tmp_path):
     nobody.write_text(json.dumps({"mqtt": {"port": daemon.port, "base_topic": "fvtest/nobody"}}))
     result = run_cli("send", "Anyone?", "--timeout", "2", "--config", str(nobody))
     assert result.returncode == 1 and b"no answer from fvtest/nobody within 2 s" in result.stderr
+
+
+def test_broker_restart_loses_no_accepted_job(capture, tmp_path):
+    broker = Broker.start(
+        tmp_path / "broker" if (tmp_path / "broker").mkdir() is None else None, persistent=True
+    )
+    running = Daemon(
+        broker, tmp_path, capture.env(), mqtt={"client_id": "fv-restart", "keepalive_s": 5}
+    )
+    try:
+        long_job = say(running, text=LONG_TEXT)
+        running.recorder.event(long_job, "started")
+        waiting = [say(running, text=f"Queued before the outage {n}.") for n in range(3)]
+        for job in waiting:
+            running.recorder.event(job, "queued")
+        broker = broker.restart()
+        after = say(running, text="Sent after the restart.")
+        running.recorder.event(after, "finished", timeout=120)
+        for job in [long_job, *waiting, after]:
+            events = {
+                json.loads(p)["time"]: json.loads(p)
+                for t, p, _ in running.recorder.seen
+                if t.endswith("/events") and json.loads(p)["id"] == job
+            }
+            kinds = [e["event"] for e in sorted(events.values(), key=lambda e: e["time"])]
+            assert kinds.count("started") == 1 and kinds[-1] == "finished", (job, kinds)
+    finally:
+        running.stop()
+        broker.stop()
