@@ -17,6 +17,7 @@ from daemon import __version__
 from daemon.audio.pcm import join_sentences
 from daemon.config import Config, config_path_in_use, load_config, read_config_file
 from daemon.errors import FastvoiceError, TextError
+from daemon.logs import setup_logging
 from daemon.runtime.select import create_backend
 from daemon.synthesizer import Synthesizer
 from daemon.voices.base import SpeechOptions
@@ -286,10 +287,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO if args.verbose else logging.WARNING,
-        format="%(levelname)s %(name)s: %(message)s",
-    )
+    setup_logging(args.verbose)
     try:
         return args.handler(args)
     except FastvoiceError as error:

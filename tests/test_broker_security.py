@@ -155,3 +155,19 @@ def test_tls_with_a_foreign_ca_is_refused(tls_broker, capture, tmp_path):
         assert daemon.process.poll() is None
     finally:
         daemon.stop()
+
+
+def test_logs_carry_journald_priorities_under_systemd(password_broker, capture, tmp_path):
+    """With stderr connected to the journal (JOURNAL_STREAM), each line gets its priority."""
+    log = tmp_path / "serve.log"
+    log.touch()
+    stat = log.stat()
+    env = {**capture.env(), "JOURNAL_STREAM": f"{stat.st_dev}:{stat.st_ino}"}
+    mqtt = {"username": "speaker", "password_file": str(password_file(tmp_path, "wrong"))}
+    daemon = Daemon(
+        password_broker, tmp_path, env, {"configure": with_password}, wait_online=False, mqtt=mqtt
+    )
+    try:
+        assert daemon.log_says("<3>daemon.mqtt: broker")
+    finally:
+        daemon.stop()
