@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 missing=()
-for package in libportaudio2 mosquitto mosquitto-clients; do
+for package in libportaudio2 mosquitto mosquitto-clients openssl systemd; do
     dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")
 done
 if [ "${#missing[@]}" -gt 0 ]; then
