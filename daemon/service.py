@@ -13,6 +13,7 @@ import statistics
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -104,11 +105,17 @@ class Service:
         if command.priority == "critical" and current and current.command.priority != "critical":
             self.speaker.interrupt("critical")
 
-    def on_stop(self, payload: bytes) -> None:
+    def _parsed(self, parser: Callable[[bytes, int], Any], topic: str, payload: bytes) -> Any:
+        """The parsed payload, or None after a `rejected` event naming the problem."""
         try:
-            command = parse_stop(payload, self.config.queue.max_payload_bytes)
+            return parser(payload, self.config.queue.max_payload_bytes)
         except CommandError as error:
-            self.emit("rejected", None, reason="invalid", message=f"stop: {error}")
+            self.emit("rejected", None, reason="invalid", message=f"{topic}: {error}")
+            return None
+
+    def on_stop(self, payload: bytes) -> None:
+        command = self._parsed(parse_stop, "stop", payload)
+        if command is None:
             return
         if command.all:
             for job in self.queue.clear():
@@ -116,26 +123,21 @@ class Service:
         self.speaker.interrupt("stopped")
 
     def on_volume(self, payload: bytes) -> None:
-        try:
-            volume = parse_volume(payload, self.config.queue.max_payload_bytes)
-        except CommandError as error:
-            self.emit("rejected", None, reason="invalid", message=str(error))
+        volume = self._parsed(parse_volume, "volume", payload)
+        if volume is None:
             return
         self.player.volume = volume
         self.link.publish(self.link.topic("volume/state"), f"{volume:g}", retain=True)
 
     def on_pause(self, payload: bytes) -> None:
         """Pauses what is playing and the queue; jobs keep being accepted."""
-        try:
-            paused = parse_pause(payload, self.config.queue.max_payload_bytes)
-        except CommandError as error:
-            self.emit("rejected", None, reason="invalid", message=str(error))
+        paused = self._parsed(parse_pause, "pause", payload)
+        if paused is None:
             return
         self.queue.set_paused(paused)
         self.player.paused = paused
-        self.link.publish(
-            self.link.topic("pause/state"), "true" if paused else "false", retain=True
-        )
+        state = "true" if paused else "false"
+        self.link.publish(self.link.topic("pause/state"), state, retain=True)
 
     # --- outputs ---
 
