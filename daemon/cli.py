@@ -213,6 +213,17 @@ def cmd_send(args: argparse.Namespace) -> int:
     return 0 if events[-1]["event"] == "finished" else 1
 
 
+def cmd_build(args: argparse.Namespace) -> int:
+    from daemon.runtime.artifacts import default_store
+    from edge_build.build import build_voices
+
+    config = load_config(args.config)
+    store = config.runtime.artifact_dir or default_store()
+    for result in build_voices(config, store, force=args.force, verify=args.verify):
+        print(f"{result.stage}: {result.status} ({result.seconds:.2f} s) {result.directory}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
@@ -269,6 +280,13 @@ def build_parser() -> argparse.ArgumentParser:
     send.add_argument("--timeout", type=_bounded_float(0, 3600, low_inclusive=False), default=120)
     send.add_argument("--save", type=Path, help="have the audio published back and save it here")
     send.set_defaults(handler=cmd_send)
+
+    build = commands.add_parser(
+        "build", parents=[common], help="optimise every voice for this box (once per install)"
+    )
+    build.add_argument("--force", action="store_true", help="rebuild even if up to date")
+    build.add_argument("--verify", action="store_true", help="check every file's sha256 too")
+    build.set_defaults(handler=cmd_build)
 
     voices = commands.add_parser("voices", parents=[common], help="list voices and their backend")
     voices.add_argument("--json", action="store_true", help="machine-readable output")

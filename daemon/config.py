@@ -97,6 +97,12 @@ class RuntimeConfig(StrictModel):
     threads: Literal["auto"] | Annotated[int, Field(ge=1, le=256)] = Field(
         "auto", description="intra-op threads per session; auto = physical cores available"
     )
+    artifacts: bool = Field(True, description="load what `fastvoice build` made for this box")
+    artifact_dir: Path | None = Field(
+        None, description="where artifacts live; default: systemd's CacheDirectory or ~/.cache"
+    )
+
+    _resolve = field_validator("artifact_dir")(_resolve_path)
 
 
 class TextConfig(StrictModel):

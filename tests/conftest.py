@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,6 +23,8 @@ from daemon.voices.registry import VoiceRegistry
 
 REPO = Path(__file__).resolve().parent.parent
 DEVICES = ("default", "speaker_a")
+# Artifacts built by tests (and by the CLI they run) stay out of the user's cache.
+os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="fastvoice-test-cache-")
 
 
 @dataclass

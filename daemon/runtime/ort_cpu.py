@@ -7,6 +7,7 @@ where the CPU backend earns its keep.
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from collections.abc import Mapping
@@ -16,9 +17,15 @@ import numpy as np
 import psutil
 
 from daemon.errors import BackendError
+from daemon.runtime.artifacts import Artifact, find_artifact
 from daemon.runtime.base import Backend, Stage, StageReport, TensorSpec
 
+log = logging.getLogger(__name__)
+
 PROVIDER = "CPUExecutionProvider"
+# The artifact edge_build writes for this backend, and the options it is built with.
+ARTIFACT_KIND = "ort-optimized-onnx"
+ARTIFACT_OPTIONS = {"graph_optimization_level": "all", "weights": "external, memory-mapped"}
 
 
 def physical_cores_available() -> int:
@@ -52,14 +59,20 @@ class OrtCpuStage(Stage):
 class OrtCpuBackend(Backend):
     name = "ort-cpu"
 
-    def __init__(self, threads: int | None = None) -> None:
+    def __init__(self, threads: int | None = None, artifact_store: Path | None = None) -> None:
         self.threads = threads or physical_cores_available()
+        self.artifact_store = artifact_store
 
-    def session_options(self):
+    def session_options(self, optimized: bool = False):
+        """Full optimisation, unless the graph is an artifact that was optimised at build time."""
         import onnxruntime as ort
 
         options = ort.SessionOptions()
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.graph_optimization_level = (
+            ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+            if optimized
+            else ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        )
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         options.enable_mem_pattern = True
         options.intra_op_num_threads = self.threads
@@ -67,14 +80,29 @@ class OrtCpuBackend(Backend):
         options.log_severity_level = 3
         return options
 
+    def find_artifact(self, model_path: Path) -> tuple[Artifact | None, str]:
+        import onnxruntime as ort
+
+        if self.artifact_store is None:
+            return None, "artifacts disabled"
+        return find_artifact(
+            self.artifact_store, model_path, ARTIFACT_KIND, ARTIFACT_OPTIONS, ort.__version__
+        )
+
     def load(self, model_path: Path, stage: str) -> Stage:
         import onnxruntime as ort
 
+        artifact, reason = self.find_artifact(model_path)
+        if artifact is None and self.artifact_store is not None:
+            log.warning("%s: %s; loading %s and optimising it now", stage, reason, model_path.name)
+        graph = artifact.model if artifact is not None else model_path
         rss_before = psutil.Process().memory_info().rss
         started = time.perf_counter()
         try:
             session = ort.InferenceSession(
-                str(model_path), sess_options=self.session_options(), providers=[PROVIDER]
+                str(graph),
+                sess_options=self.session_options(optimized=artifact is not None),
+                providers=[PROVIDER],
             )
         except Exception as error:
             raise BackendError(f"{stage}: cannot load {model_path}: {error}") from error
@@ -90,6 +118,6 @@ class OrtCpuBackend(Backend):
             load_s=load_s,
             memory_bytes=max(0, psutil.Process().memory_info().rss - rss_before),
             threads=self.threads,
-            notes=(f"onnxruntime {ort.__version__}",),
+            notes=(f"onnxruntime {ort.__version__}", reason),
         )
         return OrtCpuStage(session, report)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from daemon.config import RuntimeConfig
+from daemon.runtime.artifacts import default_store
 from daemon.runtime.base import Backend
 from daemon.runtime.ort_cpu import OrtCpuBackend
 
@@ -10,7 +11,8 @@ from daemon.runtime.ort_cpu import OrtCpuBackend
 def create_backend(config: RuntimeConfig) -> tuple[Backend, str]:
     """Returns the backend and a one-line reason, logged and shown in status."""
     threads = None if config.threads == "auto" else config.threads
-    backend = OrtCpuBackend(threads=threads)
+    store = (config.artifact_dir or default_store()) if config.artifacts else None
+    backend = OrtCpuBackend(threads=threads, artifact_store=store)
     if config.backend == "auto":
         return backend, "auto: ort-cpu is the only backend in this install"
     return backend, f"{config.backend}: chosen in config"

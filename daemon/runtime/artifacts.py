@@ -1,0 +1,108 @@
+"""Finding and checking on-device artifacts (written by edge_build) before a backend loads one.
+
+An artifact belongs to one source model, one onnxruntime version, one set of build options and
+one machine. Its directory name is a key over all of these, so a changed source, an upgraded
+library or a copied disk simply finds no artifact and falls back to the source model; nothing
+stale or foreign is ever loaded. The cheap checks (sizes, manifest fields) run at every start;
+`fastvoice build --verify` also checks the sha256 of every file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+MANIFEST = "manifest.json"
+FORMAT = 1
+
+
+def default_store() -> Path:
+    """systemd's CacheDirectory when run by it, else the user's cache directory."""
+    cache = os.environ.get("CACHE_DIRECTORY")
+    if cache:
+        return Path(cache.split(":")[0]) / "artifacts"
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg) if xdg else Path.home() / ".cache"
+    return base / "fastvoice" / "artifacts"
+
+
+def machine_id() -> dict[str, str]:
+    """What an optimised CPU graph depends on: architecture and CPU model."""
+    cpu = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith(("model name", "Model")):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {"arch": platform.machine(), "cpu": cpu or platform.processor()}
+
+
+def source_identity(source: Path) -> dict[str, Any]:
+    stat = source.stat()
+    return {"path": str(source.resolve()), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+
+
+def artifact_key(source: Path, kind: str, options: dict[str, Any], library: str) -> str:
+    identity = {
+        "source": source_identity(source),
+        "kind": kind,
+        "options": options,
+        "library": library,
+        "machine": machine_id(),
+        "format": FORMAT,
+    }
+    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:20]
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class Artifact:
+    directory: Path
+    manifest: dict[str, Any]
+
+    @property
+    def model(self) -> Path:
+        return self.directory / self.manifest["files"]["model"]["name"]
+
+    def verify(self) -> list[str]:
+        """Problems found by checking every file's sha256 (empty when intact)."""
+        problems = []
+        for role, entry in self.manifest["files"].items():
+            path = self.directory / entry["name"]
+            if not path.is_file():
+                problems.append(f"{role} file {path} is missing")
+            elif sha256_file(path) != entry["sha256"]:
+                problems.append(f"{role} file {path} does not match its sha256")
+        return problems
+
+
+def find_artifact(
+    store: Path, source: Path, kind: str, options: dict[str, Any], library: str
+) -> tuple[Artifact | None, str]:
+    """The artifact for exactly this source, options, library and machine, with a reason."""
+    directory = store / artifact_key(source, kind, options, library)
+    try:
+        manifest = json.loads((directory / MANIFEST).read_text())
+    except FileNotFoundError:
+        return None, f"no artifact for {source.name}: run `fastvoice build`"
+    except (OSError, ValueError) as error:
+        return None, f"artifact {directory} has an unreadable manifest ({error}); rebuild it"
+    for role, entry in manifest.get("files", {}).items():
+        path = directory / entry["name"]
+        if not path.is_file() or path.stat().st_size != entry["size"]:
+            return None, f"artifact {directory}: {role} file is missing or truncated; rebuild it"
+    return Artifact(directory, manifest), f"artifact {directory.name}"

@@ -1,0 +1,84 @@
+"""The CPU artifact: a graph optimised once for this box, weights in a file ONNX Runtime maps.
+
+Saving the fully optimised graph (ORT_ENABLE_ALL, including this CPU's layout transforms) with
+its weights as external data means a later start skips optimisation entirely and the weights are
+memory-mapped, not copied: faster start, less private memory, pages shared between sessions.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+from daemon.errors import BackendError
+from daemon.runtime.artifacts import (
+    MANIFEST,
+    Artifact,
+    artifact_key,
+    machine_id,
+    sha256_file,
+    source_identity,
+)
+from daemon.runtime.ort_cpu import ARTIFACT_KIND, ARTIFACT_OPTIONS
+
+MODEL_FILE = "model.onnx"
+WEIGHTS_FILE = "model.weights"
+
+
+def build_ort_artifact(source: Path, store: Path, stage: str) -> Artifact:
+    """Optimise `source` and write it with a manifest; the directory appears whole or not at all."""
+    import onnxruntime as ort
+
+    store.mkdir(parents=True, exist_ok=True)
+    directory = store / artifact_key(source, ARTIFACT_KIND, ARTIFACT_OPTIONS, ort.__version__)
+    work = Path(tempfile.mkdtemp(prefix=".build-", dir=store))
+    try:
+        session_options = ort.SessionOptions()
+        session_options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        session_options.log_severity_level = 3
+        session_options.optimized_model_filepath = str(work / MODEL_FILE)
+        session_options.add_session_config_entry(
+            "session.optimized_model_external_initializers_file_name", WEIGHTS_FILE
+        )
+        session_options.add_session_config_entry(
+            "session.optimized_model_external_initializers_min_size_in_bytes", "1024"
+        )
+        started = time.perf_counter()
+        try:
+            ort.InferenceSession(str(source), session_options, providers=["CPUExecutionProvider"])
+        except Exception as error:  # ORT raises its own exception types from C++
+            raise BackendError(f"{stage}: cannot optimise {source}: {error}") from error
+        manifest = {
+            "format": 1,
+            "kind": ARTIFACT_KIND,
+            "stage": stage,
+            "source": {**source_identity(source), "sha256": sha256_file(source)},
+            "onnxruntime": ort.__version__,
+            "options": ARTIFACT_OPTIONS,
+            "machine": machine_id(),
+            "build_s": round(time.perf_counter() - started, 3),
+            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "files": {
+                role: {
+                    "name": name,
+                    "size": (work / name).stat().st_size,
+                    "sha256": sha256_file(work / name),
+                }
+                for role, name in (("model", MODEL_FILE), ("weights", WEIGHTS_FILE))
+            },
+        }
+        (work / MANIFEST).write_text(json.dumps(manifest, indent=2))
+        for path in work.iterdir():
+            os.chmod(path, 0o644)
+        os.chmod(work, 0o755)
+        if directory.exists():
+            shutil.rmtree(directory)
+        os.replace(work, directory)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    return Artifact(directory, manifest)

