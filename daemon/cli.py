@@ -95,7 +95,7 @@ def cmd_say(args: argparse.Namespace) -> int:
     first = next(chunks)
     pause = config.audio.sentence_pause_s if args.sentence_pause is None else args.sentence_pause
     blocks = join_sentences(
-        (chunk.samples for chunk in itertools.chain([first], chunks)),
+        ((chunk.samples, chunk.sentence_end) for chunk in itertools.chain([first], chunks)),
         rate,
         pause,
         config.audio.fade_ms,

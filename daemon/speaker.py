@@ -118,7 +118,7 @@ class Speaker(threading.Thread):
         if self._interrupt == "critical" and self.resume_interrupted:
             self.queue.put(job, requeue=True)
 
-    def _sentences(self, job: Job) -> Iterator[np.ndarray]:
+    def _sentences(self, job: Job) -> Iterator[tuple[np.ndarray, bool]]:
         command = job.command
         options = SpeechOptions(
             speaker=command.speaker, volume=1.0 if command.volume is None else command.volume
@@ -135,7 +135,7 @@ class Speaker(threading.Thread):
                 return
             job.first_audio = job.first_audio or time.monotonic()
             job.audio_s += chunk.duration_s
-            yield chunk.samples
+            yield chunk.samples, chunk.sentence_end
 
     def _speak(self, job: Job) -> None:
         command = job.command

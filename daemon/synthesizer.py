@@ -16,12 +16,13 @@ from daemon.voices.registry import VoiceRegistry
 
 @dataclass(frozen=True)
 class AudioChunk:
-    """Float32 mono samples of one spoken sentence."""
+    """Float32 mono samples: a sentence, or a piece of one (`sentence_end` on its last piece)."""
 
     samples: np.ndarray
     sample_rate: int
     index: int
     text: str
+    sentence_end: bool = True
 
     @property
     def duration_s(self) -> float:
@@ -42,10 +43,13 @@ class Synthesizer:
         chosen = self.voices.get(voice)
         index = 0
         for sentence in sentences:
-            for samples in chosen.synthesize_sentence(sentence, options):
+            for piece in chosen.synthesize_sentence(sentence, options):
+                samples = piece.samples
                 if options.volume != 1.0:
                     samples = samples * np.float32(options.volume)
-                yield AudioChunk(samples, chosen.info.sample_rate, index, sentence)
+                yield AudioChunk(
+                    samples, chosen.info.sample_rate, index, sentence, piece.sentence_end
+                )
                 index += 1
         if index == 0:
             raise TextError("the text holds nothing speakable")

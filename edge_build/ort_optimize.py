@@ -23,18 +23,22 @@ from daemon.runtime.artifacts import (
     sha256_file,
     source_identity,
 )
-from daemon.runtime.ort_cpu import ARTIFACT_KIND, ARTIFACT_OPTIONS
+from daemon.runtime.ort_cpu import ARTIFACT_OPTIONS, WHOLE, artifact_kind
 
 MODEL_FILE = "model.onnx"
 WEIGHTS_FILE = "model.weights"
 
 
-def build_ort_artifact(source: Path, store: Path, stage: str) -> Artifact:
-    """Optimise `source` and write it with a manifest; the directory appears whole or not at all."""
+def build_ort_artifact(
+    source: Path, store: Path, stage: str, part: str = WHOLE, graph: Path | None = None
+) -> Artifact:
+    """Optimise `graph` (default: `source`, or the `part` of it that `graph` holds) and write it
+    with a manifest keyed by `source`; the directory appears whole or not at all."""
     import onnxruntime as ort
 
     store.mkdir(parents=True, exist_ok=True)
-    directory = store / artifact_key(source, ARTIFACT_KIND, ARTIFACT_OPTIONS, ort.__version__)
+    kind = artifact_kind(part)
+    directory = store / artifact_key(source, kind, ARTIFACT_OPTIONS, ort.__version__)
     work = Path(tempfile.mkdtemp(prefix=".build-", dir=store))
     try:
         session_options = ort.SessionOptions()
@@ -49,13 +53,16 @@ def build_ort_artifact(source: Path, store: Path, stage: str) -> Artifact:
         )
         started = time.perf_counter()
         try:
-            ort.InferenceSession(str(source), session_options, providers=["CPUExecutionProvider"])
+            ort.InferenceSession(
+                str(graph or source), session_options, providers=["CPUExecutionProvider"]
+            )
         except Exception as error:  # ORT raises its own exception types from C++
             raise BackendError(f"{stage}: cannot optimise {source}: {error}") from error
         manifest = {
             "format": 1,
-            "kind": ARTIFACT_KIND,
+            "kind": kind,
             "stage": stage,
+            "part": part,
             "source": {**source_identity(source), "sha256": sha256_file(source)},
             "onnxruntime": ort.__version__,
             "options": ARTIFACT_OPTIONS,

@@ -15,6 +15,7 @@ from daemon.runtime.artifacts import find_artifact
 from daemon.runtime.ort_cpu import ARTIFACT_KIND, ARTIFACT_OPTIONS, OrtCpuBackend
 from daemon.voices.base import SpeechOptions
 from daemon.voices.vits import VitsVoice, voice_files
+from edge_build.build import build_parts
 from edge_build.ort_optimize import build_ort_artifact
 from tests.conftest import run_cli
 
@@ -47,8 +48,8 @@ def test_artifact_voice_sounds_exactly_like_the_source(voice_copy, tmp_path):
     from_artifact = VitsVoice("v", voice_copy, OrtCpuBackend(threads=1, artifact_store=store))
     from_source = VitsVoice("v", voice_copy, OrtCpuBackend(threads=1))
     assert f"artifact {artifact.directory.name}" in from_artifact.info.stages[0].notes
-    ours = np.concatenate(list(from_artifact.synthesize_sentence(TEXT, SILENT)))
-    reference = np.concatenate(list(from_source.synthesize_sentence(TEXT, SILENT)))
+    ours = np.concatenate([p.samples for p in from_artifact.synthesize_sentence(TEXT, SILENT)])
+    reference = np.concatenate([p.samples for p in from_source.synthesize_sentence(TEXT, SILENT)])
     np.testing.assert_allclose(ours, reference, atol=1e-5)
 
 
@@ -72,7 +73,7 @@ def test_truncated_artifact_is_not_loaded(voice_copy, tmp_path):
     assert found is None and "weights file is missing or truncated" in reason
     voice = VitsVoice("v", voice_copy, OrtCpuBackend(threads=1, artifact_store=store))
     assert "truncated" in voice.info.stages[0].notes[-1]
-    assert next(voice.synthesize_sentence("Still speaking.", SILENT)).size > 0
+    assert next(voice.synthesize_sentence("Still speaking.", SILENT)).samples.size > 0
 
 
 def test_corrupted_artifact_is_found_by_verify(voice_copy, tmp_path):
@@ -98,8 +99,54 @@ def test_build_command_builds_once_and_verifies(tmp_path):
     config.write_text(f"runtime:\n  artifact_dir: {tmp_path / 'store'}\n")
     first = run_cli("build", "--config", str(config))
     assert first.returncode == 0, first.stderr
-    assert b"en_US-joe-medium/vits: built" in first.stdout
+    for part in (b"encoder", b"decoder"):
+        assert b"en_US-joe-medium/vits/" + part + b": built" in first.stdout
     again = run_cli("build", "--verify", "--config", str(config))
-    assert b"en_US-joe-medium/vits: up to date" in again.stdout
+    assert b"en_US-joe-medium/vits/decoder: up to date" in again.stdout
     voices = json.loads(run_cli("voices", "--json", "--config", str(config)).stdout)
-    assert any(note.startswith("artifact ") for note in voices[0]["stages"][0]["notes"])
+    assert len(voices[0]["stages"]) == 2, "encoder and decoder: streaming inside a sentence"
+    assert all(any(n.startswith("artifact ") for n in s["notes"]) for s in voices[0]["stages"])
+
+
+LONG_SENTENCE = (
+    "The train now arriving at platform four is the delayed service to the airport, calling at "
+    "every station along the river, and passengers for the city center should change at the "
+    "next stop for the express connection."
+)
+
+
+@pytest.fixture
+def streaming_store(voice_copy, tmp_path):
+    store = tmp_path / "parts"
+    parts = build_parts(voice_copy.model, store, "v/vits")
+    assert [a.manifest["part"] for a in parts] == ["encoder", "decoder"]
+    return store
+
+
+def test_streamed_sentence_equals_the_unsplit_graph(voice_copy, streaming_store):
+    raw = voice_copy.model_copy(update={"normalize": False})
+    streamed = VitsVoice("v", raw, OrtCpuBackend(threads=1, artifact_store=streaming_store))
+    whole = VitsVoice("v", raw, OrtCpuBackend(threads=1))
+    assert streamed.streaming and not whole.streaming
+    pieces = list(streamed.synthesize_sentence(LONG_SENTENCE, SILENT))
+    assert len(pieces) >= 3 and [p.sentence_end for p in pieces][-1] is True
+    assert not any(p.sentence_end for p in pieces[:-1])
+    assert len(pieces[0].samples) == 32 * 256, "first audio after one 32-frame window"
+    reference = np.concatenate(
+        [p.samples for p in whole.synthesize_sentence(LONG_SENTENCE, SILENT)]
+    )
+    np.testing.assert_allclose(np.concatenate([p.samples for p in pieces]), reference, atol=1e-5)
+
+
+def test_streamed_normalisation_matches_piper_for_short_and_never_clips(
+    voice_copy, streaming_store
+):
+    streamed = VitsVoice("v", voice_copy, OrtCpuBackend(threads=1, artifact_store=streaming_store))
+    whole = VitsVoice("v", voice_copy, OrtCpuBackend(threads=1))
+    short = "Hi."  # under two windows of frames: decoded in one piece
+    (one,) = list(streamed.synthesize_sentence(short, SILENT))
+    (reference,) = list(whole.synthesize_sentence(short, SILENT))
+    np.testing.assert_allclose(one.samples, reference.samples, atol=1e-5)
+    pieces = list(streamed.synthesize_sentence(LONG_SENTENCE, SILENT))
+    assert np.abs(pieces[0].samples).max() == pytest.approx(1.0, abs=1e-6)
+    assert all(np.abs(p.samples).max() <= 1.0 for p in pieces)

@@ -27,8 +27,13 @@ def sentences(synthesizer):
     return [c.samples for c in chunks]
 
 
+def pieces(sentences: list[np.ndarray]) -> list[tuple[np.ndarray, bool]]:
+    """Each sentence as one piece that ends it."""
+    return [(samples, True) for samples in sentences]
+
+
 def joined(sentences, pause_s=0.2, fade_ms=4.0) -> np.ndarray:
-    return np.concatenate(list(join_sentences(sentences, RATE, pause_s, fade_ms)))
+    return np.concatenate(list(join_sentences(pieces(sentences), RATE, pause_s, fade_ms)))
 
 
 def from_first_nonzero(samples: np.ndarray) -> np.ndarray:
@@ -37,12 +42,20 @@ def from_first_nonzero(samples: np.ndarray) -> np.ndarray:
 
 
 def test_join_inserts_the_pause_and_fades_every_edge(sentences):
-    blocks = list(join_sentences(sentences, RATE, 0.25, 4.0))
+    blocks = list(join_sentences(pieces(sentences), RATE, 0.25, 4.0))
     assert [len(b) for b in blocks] == [len(sentences[0]), int(RATE * 0.25), len(sentences[1])]
     assert not blocks[1].any()
     for block in (blocks[0], blocks[2]):
         assert block[0] == 0.0 and abs(block[-1]) < 1e-6
     np.testing.assert_array_equal(blocks[0][500:-500], sentences[0][500:-500])
+
+
+def test_pieces_inside_a_sentence_join_untouched():
+    a, b = np.full(500, 0.5, dtype=np.float32), np.full(500, 0.25, dtype=np.float32)
+    blocks = list(join_sentences([(a, False), (b, True)], RATE, 0.2, 4.0))
+    assert len(blocks) == 2, "no pause inside a sentence"
+    assert blocks[0][0] == 0.0 and blocks[0][-1] == 0.5, "fade in only"
+    assert blocks[1][0] == 0.25 and blocks[1][-1] == 0.0, "fade out only"
 
 
 def test_fade_removes_the_step_at_a_hard_cut():
@@ -53,7 +66,7 @@ def test_fade_removes_the_step_at_a_hard_cut():
 
 
 def test_played_audio_equals_what_was_synthesized(capture, sentences):
-    assert buffered_player().play(join_sentences(sentences, RATE, 0.2, 4.0), RATE)
+    assert buffered_player().play(join_sentences(pieces(sentences), RATE, 0.2, 4.0), RATE)
     played = capture.played("default")
     expected = from_first_nonzero(joined(sentences))
     assert len(played) >= len(expected)
@@ -62,20 +75,22 @@ def test_played_audio_equals_what_was_synthesized(capture, sentences):
 
 
 def test_player_volume_scales_what_is_played(capture, sentences):
-    buffered_player(volume=0.5).play(join_sentences(sentences, RATE, 0.2, 4.0), RATE)
+    buffered_player(volume=0.5).play(join_sentences(pieces(sentences), RATE, 0.2, 4.0), RATE)
     expected = from_first_nonzero(joined(sentences)) * np.float32(0.5)
     np.testing.assert_allclose(capture.played("default")[: len(expected)], expected, atol=1e-7)
 
 
 def test_named_device_gets_the_audio_and_default_gets_none(capture, sentences):
-    buffered_player(device="speaker_a").play(join_sentences(sentences, RATE, 0.2, 4.0), RATE)
+    buffered_player(device="speaker_a").play(
+        join_sentences(pieces(sentences), RATE, 0.2, 4.0), RATE
+    )
     expected = from_first_nonzero(joined(sentences))
     np.testing.assert_array_equal(capture.played("speaker_a")[: len(expected)], expected)
     assert capture.played("default").size == 0
 
 
 def test_output_rate_is_resampled_with_soxr(capture, sentences):
-    buffered_player(output_rate=48000).play(join_sentences(sentences, RATE, 0.2, 4.0), RATE)
+    buffered_player(output_rate=48000).play(join_sentences(pieces(sentences), RATE, 0.2, 4.0), RATE)
     played = np.trim_zeros(capture.played("default"), "b")
     reference = soxr.resample(joined(sentences), RATE, 48000)
     expected_length = len(joined(sentences)) * 48000 / RATE
@@ -108,7 +123,7 @@ def test_unknown_device_lists_devices_and_suggests_a_file(alsa):
 
 def test_wav_holds_the_samples_at_the_voice_rate(tmp_path, sentences):
     path = tmp_path / "out.wav"
-    frames = write_wav(path, join_sentences(sentences, RATE, 0.2, 4.0), RATE)
+    frames = write_wav(path, join_sentences(pieces(sentences), RATE, 0.2, 4.0), RATE)
     with wave.open(str(path)) as wav:
         assert (wav.getframerate(), wav.getnchannels(), wav.getsampwidth()) == (RATE, 1, 2)
         assert wav.getnframes() == frames

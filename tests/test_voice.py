@@ -37,7 +37,7 @@ def test_phoneme_ids_equal_stock_piper(voice, stock_piper, text):
 @pytest.mark.parametrize("text", TEXTS)
 def test_audio_equals_stock_piper_when_noise_is_off(voice, stock_piper, text):
     """With noise off the graph is deterministic: our tuned session must give Piper's audio."""
-    ours = np.concatenate(list(voice.synthesize_sentence(text, SILENT_NOISE)))
+    ours = np.concatenate([p.samples for p in voice.synthesize_sentence(text, SILENT_NOISE)])
     stock_config = SynthesisConfig(noise_scale=0.0, noise_w_scale=0.0)
     theirs = np.concatenate(
         [c.audio_float_array for c in stock_piper.synthesize(text, stock_config)]
@@ -47,15 +47,16 @@ def test_audio_equals_stock_piper_when_noise_is_off(voice, stock_piper, text):
 
 
 def test_one_array_per_spoken_sentence(voice):
-    arrays = list(voice.synthesize_sentence("One. Two. Three.", SpeechOptions()))
-    assert len(arrays) == 3
+    pieces = list(voice.synthesize_sentence("One. Two. Three.", SpeechOptions()))
+    assert [p.sentence_end for p in pieces] == [True, True, True]
+    arrays = [p.samples for p in pieces]
     assert all(a.dtype == np.float32 and a.ndim == 1 and np.abs(a).max() <= 1.0 for a in arrays)
 
 
 def test_length_scale_stretches_speech(voice):
-    normal = np.concatenate(list(voice.synthesize_sentence(TEXTS[1], SILENT_NOISE)))
+    normal = np.concatenate([p.samples for p in voice.synthesize_sentence(TEXTS[1], SILENT_NOISE)])
     slow_options = SpeechOptions(length_scale=2.0, noise_scale=0.0, noise_w=0.0)
-    slow = np.concatenate(list(voice.synthesize_sentence(TEXTS[1], slow_options)))
+    slow = np.concatenate([p.samples for p in voice.synthesize_sentence(TEXTS[1], slow_options)])
     # Durations are rounded up per phoneme, so the ratio falls a little short of 2.
     assert 1.6 < len(slow) / len(normal) < 2.1
 

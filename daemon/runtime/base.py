@@ -63,5 +63,9 @@ class Backend(ABC):
     name: ClassVar[str]
 
     @abstractmethod
-    def load(self, model_path: Path, stage: str) -> Stage:
-        """Load one stage; raises BackendError with a message on failure."""
+    def load(self, model_path: Path, stage: str, part: str = "whole") -> Stage:
+        """Load one stage (or a built part of its graph); raises BackendError on failure."""
+
+    def has_part(self, model_path: Path, part: str) -> bool:
+        """Whether `fastvoice build` made `part` of this model for this backend."""
+        return False

@@ -26,6 +26,12 @@ PROVIDER = "CPUExecutionProvider"
 # The artifact edge_build writes for this backend, and the options it is built with.
 ARTIFACT_KIND = "ort-optimized-onnx"
 ARTIFACT_OPTIONS = {"graph_optimization_level": "all", "weights": "external, memory-mapped"}
+WHOLE = "whole"
+
+
+def artifact_kind(part: str) -> str:
+    """Artifacts may hold a whole graph or one part of it (e.g. a VITS encoder or decoder)."""
+    return ARTIFACT_KIND if part == WHOLE else f"{ARTIFACT_KIND}/{part}"
 
 
 def physical_cores_available() -> int:
@@ -80,19 +86,25 @@ class OrtCpuBackend(Backend):
         options.log_severity_level = 3
         return options
 
-    def find_artifact(self, model_path: Path) -> tuple[Artifact | None, str]:
+    def find_artifact(self, model_path: Path, part: str = WHOLE) -> tuple[Artifact | None, str]:
         import onnxruntime as ort
 
         if self.artifact_store is None:
             return None, "artifacts disabled"
+        kind = artifact_kind(part)
         return find_artifact(
-            self.artifact_store, model_path, ARTIFACT_KIND, ARTIFACT_OPTIONS, ort.__version__
+            self.artifact_store, model_path, kind, ARTIFACT_OPTIONS, ort.__version__
         )
 
-    def load(self, model_path: Path, stage: str) -> Stage:
+    def has_part(self, model_path: Path, part: str) -> bool:
+        return self.find_artifact(model_path, part)[0] is not None
+
+    def load(self, model_path: Path, stage: str, part: str = WHOLE) -> Stage:
         import onnxruntime as ort
 
-        artifact, reason = self.find_artifact(model_path)
+        artifact, reason = self.find_artifact(model_path, part)
+        if artifact is None and part != WHOLE:
+            raise BackendError(f"{stage}: {reason}")
         if artifact is None and self.artifact_store is not None:
             log.warning("%s: %s; loading %s and optimising it now", stage, reason, model_path.name)
         graph = artifact.model if artifact is not None else model_path

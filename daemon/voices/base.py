@@ -43,12 +43,20 @@ class VoiceInfo:
         }
 
 
+@dataclass(frozen=True)
+class SpeechPiece:
+    """Float32 mono audio in [-1, 1]. A sentence may come in pieces; its last one ends it."""
+
+    samples: np.ndarray
+    sentence_end: bool
+
+
 class Voice(ABC):
     info: VoiceInfo
 
     @abstractmethod
-    def synthesize_sentence(self, sentence: str, options: SpeechOptions) -> Iterator[np.ndarray]:
-        """Float32 mono audio in [-1, 1] at `info.sample_rate`, one array per spoken sentence.
+    def synthesize_sentence(self, sentence: str, options: SpeechOptions) -> Iterator[SpeechPiece]:
+        """Audio at `info.sample_rate`, piece by piece as it is made.
 
         Yields nothing when the sentence holds nothing speakable.
         """

@@ -15,9 +15,16 @@ import numpy as np
 from daemon.config import VoiceConfig
 from daemon.errors import VoiceError
 from daemon.runtime.base import Backend, Stage
-from daemon.voices.base import SpeechOptions, Voice, VoiceInfo
+from daemon.voices.base import SpeechOptions, SpeechPiece, Voice, VoiceInfo
 
 REQUIRED_INPUTS = {"input", "input_lengths", "scales"}
+# Streaming decode: windows of latent frames growing from the first (low latency) to the
+# largest (less overlap work), each decoded with CONTEXT_FRAMES of context on both sides.
+# The decoder's receptive field is under 16 frames: the joined windows equal one whole decode.
+FIRST_WINDOW_FRAMES = 32
+MAX_WINDOW_FRAMES = 256
+CONTEXT_FRAMES = 16
+GAIN_RAMP_S = 0.005
 # espeak-ng keeps global state (the selected voice): one phonemizer call at a time per process.
 _ESPEAK_LOCK = threading.Lock()
 _espeak = None
@@ -84,7 +91,17 @@ class VitsVoice(Voice):
         self.config = config
         model, json_path = voice_files(name, config)
         raw, self.piper = _read_piper_config(name, json_path)
-        self.stage: Stage = backend.load(model, f"{name}/vits")
+        stage = f"{name}/vits"
+        self.encoder: Stage | None = None
+        self.decoder: Stage | None = None
+        self.whole: Stage | None = None
+        if backend.has_part(model, "encoder") and backend.has_part(model, "decoder"):
+            self.encoder = backend.load(model, stage, "encoder")
+            self.decoder = backend.load(model, stage, "decoder")
+            stages = (self.encoder.report, self.decoder.report)
+        else:
+            self.whole = backend.load(model, stage)
+            stages = (self.whole.report,)
         self._check_graph()
         language = raw.get("language", {}).get("code") or self.piper.espeak_voice
         self.info = VoiceInfo(
@@ -93,12 +110,17 @@ class VitsVoice(Voice):
             language=language,
             sample_rate=self.piper.sample_rate,
             speakers=self._speaker_names(),
-            stages=(self.stage.report,),
+            stages=stages,
         )
         self.default_speaker = self.speaker_id(config.speaker)
 
+    @property
+    def streaming(self) -> bool:
+        """Whether long sentences are decoded window by window (needs `fastvoice build`)."""
+        return self.decoder is not None
+
     def _check_graph(self) -> None:
-        inputs = self.stage.input_names()
+        inputs = (self.encoder or self.whole).input_names()
         missing = REQUIRED_INPUTS - inputs
         if missing:
             raise VoiceError(
@@ -186,11 +208,64 @@ class VitsVoice(Voice):
             feeds["sid"] = np.array([speaker], dtype=np.int64)
         return feeds
 
-    def synthesize_sentence(self, sentence: str, options: SpeechOptions) -> Iterator[np.ndarray]:
+    def synthesize_sentence(self, sentence: str, options: SpeechOptions) -> Iterator[SpeechPiece]:
         for phonemes in self.phonemes(sentence):
-            ids = self.phoneme_ids(phonemes)
-            audio = self.stage.run(self._feeds(ids, options))[0].reshape(-1).astype(np.float32)
-            if self.config.normalize:
-                peak = float(np.max(np.abs(audio))) if audio.size else 0.0
-                audio = audio / peak if peak > 1e-8 else np.zeros_like(audio)
-            yield np.clip(audio, -1.0, 1.0)
+            feeds = self._feeds(self.phoneme_ids(phonemes), options)
+            gain = _StreamingGain(self.piper.sample_rate) if self.config.normalize else None
+            pieces = self._decode_windows(feeds) if self.streaming else self._decode_whole(feeds)
+            for audio, last in pieces:
+                if gain is not None:
+                    audio = gain.apply(audio)
+                yield SpeechPiece(np.clip(audio, -1.0, 1.0), last)
+
+    def _decode_whole(self, feeds: Mapping[str, np.ndarray]) -> Iterator[tuple[np.ndarray, bool]]:
+        assert self.whole is not None
+        yield self.whole.run(feeds)[0].reshape(-1).astype(np.float32), True
+
+    def _decode_windows(self, feeds: Mapping[str, np.ndarray]) -> Iterator[tuple[np.ndarray, bool]]:
+        """Encoder once, then the decoder over growing windows of latent frames with context."""
+        assert self.encoder is not None and self.decoder is not None
+        latent = dict(
+            zip((s.name for s in self.encoder.outputs), self.encoder.run(feeds), strict=True)
+        )
+        frames = max(value.shape[-1] for value in latent.values())
+        start, size = 0, FIRST_WINDOW_FRAMES
+        while start < frames:
+            end = min(frames, start + size)
+            if frames - end < FIRST_WINDOW_FRAMES:
+                end = frames  # no tiny last window
+            left, right = max(0, start - CONTEXT_FRAMES), min(frames, end + CONTEXT_FRAMES)
+            window = {
+                name: value[..., left:right] if value.shape[-1] == frames else value
+                for name, value in latent.items()
+            }
+            audio = self.decoder.run(window)[0].reshape(-1).astype(np.float32)
+            hop = len(audio) // (right - left)
+            yield audio[(start - left) * hop : (end - left) * hop], end == frames
+            start, size = end, min(size * 2, MAX_WINDOW_FRAMES)
+
+
+class _StreamingGain:
+    """Piper's per-sentence peak normalisation, for a sentence that arrives in pieces.
+
+    The gain is set by the first piece (1 / its peak) and may only fall: a louder later piece
+    lowers it, ramped over a few milliseconds. A sentence decoded in one piece gets exactly
+    Piper's normalisation.
+    """
+
+    def __init__(self, sample_rate: int) -> None:
+        self.ramp = int(sample_rate * GAIN_RAMP_S)
+        self.gain: float | None = None
+
+    def apply(self, audio: np.ndarray) -> np.ndarray:
+        peak = float(np.max(np.abs(audio))) if audio.size else 0.0
+        target = 1.0 / peak if peak > 1e-8 else None
+        if self.gain is None:
+            self.gain = target or 1.0
+            return audio * np.float32(self.gain)
+        new = min(self.gain, target) if target is not None else self.gain
+        gains = np.full(len(audio), new, dtype=np.float32)
+        length = min(self.ramp, len(audio))
+        gains[:length] = np.linspace(self.gain, new, length, dtype=np.float32)
+        self.gain = new
+        return audio * gains
