@@ -27,7 +27,8 @@ class StageReport:
     providers: tuple[str, ...]
     model_path: str
     load_s: float
-    memory_bytes: int
+    weights_bytes: int  # the graph and weights as loaded (file sizes)
+    load_rss_bytes: int  # process RSS growth while loading; 0 if freed memory was reused
     threads: int | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
 
@@ -38,7 +39,8 @@ class StageReport:
             "providers": list(self.providers),
             "model_path": self.model_path,
             "load_s": round(self.load_s, 3),
-            "memory_bytes": self.memory_bytes,
+            "weights_bytes": self.weights_bytes,
+            "load_rss_bytes": self.load_rss_bytes,
             "threads": self.threads,
             "notes": list(self.notes),
         }

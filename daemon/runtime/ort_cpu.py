@@ -128,7 +128,10 @@ class OrtCpuBackend(Backend):
             providers=providers,
             model_path=str(model_path),
             load_s=load_s,
-            memory_bytes=max(0, psutil.Process().memory_info().rss - rss_before),
+            weights_bytes=sum(entry["size"] for entry in artifact.manifest["files"].values())
+            if artifact is not None
+            else graph.stat().st_size,
+            load_rss_bytes=max(0, psutil.Process().memory_info().rss - rss_before),
             threads=self.threads,
             notes=(f"onnxruntime {ort.__version__}", reason),
         )
