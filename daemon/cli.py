@@ -15,6 +15,7 @@ import numpy as np
 
 from daemon import __version__
 from daemon.audio.pcm import join_sentences
+from daemon.cache import phrase_cache
 from daemon.config import Config, config_path_in_use, load_config, read_config_file
 from daemon.errors import FastvoiceError, TextError
 from daemon.logs import setup_logging
@@ -91,7 +92,8 @@ def cmd_say(args: argparse.Namespace) -> int:
         noise_w=args.noise_w,
         volume=args.volume,
     )
-    chunks = Synthesizer(registry, config.text).synthesize(text, voice.info.name, options)
+    cache = None if args.no_cache else phrase_cache(config.cache)
+    chunks = Synthesizer(registry, config.text, cache).synthesize(text, voice.info.name, options)
     first = next(chunks)
     pause = config.audio.sentence_pause_s if args.sentence_pause is None else args.sentence_pause
     blocks = join_sentences(
@@ -259,6 +261,9 @@ def build_parser() -> argparse.ArgumentParser:
     say.add_argument("--volume", type=_bounded_float(0, 1), default=1.0, help="0 to 1 (default 1)")
     say.add_argument(
         "--sentence-pause", type=_bounded_float(0, 5), help="seconds between sentences"
+    )
+    say.add_argument(
+        "--no-cache", action="store_true", help="neither use nor fill the phrase cache"
     )
     say.set_defaults(handler=cmd_say)
 

@@ -122,6 +122,23 @@ class AudioConfig(StrictModel):
     )
 
 
+class PregenerateItem(StrictModel):
+    text: str = Field(min_length=1)
+    voice: VoiceName | None = None
+    speaker: str | int | None = None
+
+
+class CacheConfig(StrictModel):
+    enabled: bool = Field(True, description="keep rendered phrases on disk")
+    dir: Path | None = Field(None, description="default: systemd's CacheDirectory or ~/.cache")
+    max_mb: float = Field(200.0, gt=0, le=100_000, description="least recently used go first")
+    pregenerate: list[PregenerateItem] = Field(
+        default_factory=list, description="phrases rendered at start, e.g. fixed announcements"
+    )
+
+    _resolve = field_validator("dir")(_resolve_path)
+
+
 class QueueConfig(StrictModel):
     max_jobs: int = Field(50, ge=1, le=10_000, description="queued jobs beyond this are rejected")
     max_payload_bytes: int = Field(
@@ -216,14 +233,21 @@ class Config(StrictModel):
     runtime: RuntimeConfig = Field(default_factory=RuntimeConfig)
     text: TextConfig = Field(default_factory=TextConfig)
     audio: AudioConfig = Field(default_factory=AudioConfig)
+    cache: CacheConfig = Field(default_factory=CacheConfig)
     queue: QueueConfig = Field(default_factory=QueueConfig)
     mqtt: MqttConfig = Field(default_factory=MqttConfig)
 
     @model_validator(mode="after")
-    def _default_voice_exists(self) -> Config:
+    def _voices_exist(self) -> Config:
+        known = ", ".join(sorted(self.voices)) or "none"
         if self.voice not in self.voices:
-            known = ", ".join(sorted(self.voices)) or "none"
             raise ValueError(f"voice: {self.voice!r} is not among the voices ({known})")
+        for index, item in enumerate(self.cache.pregenerate):
+            if item.voice is not None and item.voice not in self.voices:
+                raise ValueError(
+                    f"cache.pregenerate.{index}.voice: {item.voice!r} is not among the voices "
+                    f"({known})"
+                )
         return self
 
 

@@ -24,6 +24,7 @@ class Job:
     synthesis_s: float = 0.0
     audio_s: float = 0.0
     attempts: int = 0
+    cache_hit: bool = False
 
     @property
     def id(self) -> str:
@@ -45,6 +46,7 @@ class Job:
             result["synthesis_s"] = round(self.synthesis_s, 4)
             result["audio_s"] = round(self.audio_s, 4)
             result["rtf"] = round(self.synthesis_s / self.audio_s, 4)
+            result["cache_hit"] = self.cache_hit
         return result
 
 

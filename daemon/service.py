@@ -21,6 +21,7 @@ import psutil
 
 from daemon import __version__, sdnotify
 from daemon.audio.player import Player
+from daemon.cache import phrase_cache
 from daemon.commands import CommandError, parse_pause, parse_say, parse_stop, parse_volume
 from daemon.config import Config, load_config
 from daemon.errors import FastvoiceError
@@ -30,6 +31,7 @@ from daemon.runtime.select import create_backend
 from daemon.speaker import Speaker
 from daemon.synthesizer import Synthesizer
 from daemon.text import prepare
+from daemon.voices.base import SpeechOptions
 from daemon.voices.registry import VoiceRegistry
 
 log = logging.getLogger(__name__)
@@ -43,7 +45,8 @@ class Service:
         self.config_path = config_path
         backend, self.backend_reason = create_backend(config.runtime)
         self.voices = VoiceRegistry(config, backend)
-        self.synthesizer = Synthesizer(self.voices, config.text)
+        self.cache = phrase_cache(config.cache)
+        self.synthesizer = Synthesizer(self.voices, config.text, self.cache)
         self.player = Player(
             device=config.audio.device,
             volume=config.audio.volume,
@@ -171,6 +174,7 @@ class Service:
             "backend": self.voices.backend.name,
             "backend_reason": self.backend_reason,
             "audio_device": target,
+            "cache": self.cache.describe() if self.cache is not None else None,
         }
 
     def stats(self) -> dict[str, Any]:
@@ -201,10 +205,25 @@ class Service:
         sdnotify.notify("STATUS=loading voices")
         for name in self.voices.names:
             self.voices.get(name)
+        self.pregenerate()
         self.speaker.start()
         self.link.start()
         sdnotify.notify("READY=1")
         sdnotify.notify(f"STATUS=serving on {self.config.mqtt.host}:{self.config.mqtt.port}")
+
+    def pregenerate(self) -> None:
+        """Renders the configured fixed phrases into the cache (already cached ones are hits)."""
+        items = self.config.cache.pregenerate
+        if self.cache is None or not items:
+            return
+        for number, item in enumerate(items, 1):
+            sdnotify.notify(f"STATUS=pregenerating phrase {number}/{len(items)}")
+            options = SpeechOptions(speaker=item.speaker)
+            try:
+                for _ in self.synthesizer.synthesize(item.text, item.voice, options):
+                    pass
+            except FastvoiceError as error:
+                log.error("cache.pregenerate.%d: %s", number - 1, error)
 
     def healthy(self) -> bool:
         """Alive, and either idle-waiting, paused, or making progress on a job."""

@@ -133,7 +133,8 @@ class Speaker(threading.Thread):
                 raise Interrupted
             if chunk is None:
                 return
-            job.first_audio = job.first_audio or time.monotonic()
+            if job.first_audio is None:
+                job.first_audio, job.cache_hit = time.monotonic(), chunk.from_cache
             job.audio_s += chunk.duration_s
             yield chunk.samples, chunk.sentence_end
 

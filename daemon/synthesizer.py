@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from daemon.cache import CachedPiece, PhraseCache, cache_key
 from daemon.config import TextConfig
 from daemon.errors import TextError
 from daemon.text import prepare
@@ -23,6 +24,7 @@ class AudioChunk:
     index: int
     text: str
     sentence_end: bool = True
+    from_cache: bool = False
 
     @property
     def duration_s(self) -> float:
@@ -30,9 +32,12 @@ class AudioChunk:
 
 
 class Synthesizer:
-    def __init__(self, voices: VoiceRegistry, text_config: TextConfig) -> None:
+    def __init__(
+        self, voices: VoiceRegistry, text_config: TextConfig, cache: PhraseCache | None = None
+    ) -> None:
         self.voices = voices
         self.text_config = text_config
+        self.cache = cache
 
     def synthesize(
         self, text: object, voice: str | None = None, options: SpeechOptions | None = None
@@ -41,15 +46,30 @@ class Synthesizer:
         options = options or SpeechOptions()
         sentences = prepare(text, self.text_config)
         chosen = self.voices.get(voice)
-        index = 0
+        rate = chosen.info.sample_rate
+        gain = np.float32(options.volume)
+        key = None
+        if self.cache is not None:
+            key = cache_key(
+                {
+                    "voice": chosen.identity(),
+                    "sentences": sentences,
+                    "options": {**asdict(options), "volume": None},
+                }
+            )
+            hit = self.cache.get(key)
+            if hit is not None and hit[0] == rate:
+                for index, piece in enumerate(hit[1]):
+                    samples = piece.samples * gain if gain != 1 else piece.samples
+                    yield AudioChunk(samples, rate, index, "", piece.sentence_end, from_cache=True)
+                return
+        rendered: list[CachedPiece] = []
         for sentence in sentences:
             for piece in chosen.synthesize_sentence(sentence, options):
-                samples = piece.samples
-                if options.volume != 1.0:
-                    samples = samples * np.float32(options.volume)
-                yield AudioChunk(
-                    samples, chosen.info.sample_rate, index, sentence, piece.sentence_end
-                )
-                index += 1
-        if index == 0:
+                rendered.append(CachedPiece(piece.samples, piece.sentence_end))
+                samples = piece.samples * gain if gain != 1 else piece.samples
+                yield AudioChunk(samples, rate, len(rendered) - 1, sentence, piece.sentence_end)
+        if not rendered:
             raise TextError("the text holds nothing speakable")
+        if self.cache is not None and key is not None:
+            self.cache.put(key, rate, rendered)

@@ -428,3 +428,18 @@ def test_broker_restart_loses_no_accepted_job(capture, tmp_path):
     finally:
         running.stop()
         broker.stop()
+
+
+def test_pregenerated_phrase_is_a_cache_hit(broker, capture, tmp_path):
+    phrase = "Doors closing. Please stand clear."
+    cache = {"dir": str(tmp_path / "phrases"), "pregenerate": [{"text": phrase}]}
+    running = Daemon(broker, tmp_path, capture.env(), cache=cache)
+    try:
+        assert len(list((tmp_path / "phrases").glob("*.fvc"))) == 1, "rendered before READY"
+        job = say(running, text=phrase)
+        finished = running.recorder.event(job, "finished")
+        assert finished["cache_hit"] is True
+        fresh = say(running, text="A phrase nobody rendered yet.")
+        assert running.recorder.event(fresh, "finished")["cache_hit"] is False
+    finally:
+        running.stop()

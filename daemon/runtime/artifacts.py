@@ -21,14 +21,17 @@ MANIFEST = "manifest.json"
 FORMAT = 1
 
 
-def default_store() -> Path:
+def cache_root() -> Path:
     """systemd's CacheDirectory when run by it, else the user's cache directory."""
     cache = os.environ.get("CACHE_DIRECTORY")
     if cache:
-        return Path(cache.split(":")[0]) / "artifacts"
+        return Path(cache.split(":")[0])
     xdg = os.environ.get("XDG_CACHE_HOME")
-    base = Path(xdg) if xdg else Path.home() / ".cache"
-    return base / "fastvoice" / "artifacts"
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "fastvoice"
+
+
+def default_store() -> Path:
+    return cache_root() / "artifacts"
 
 
 def machine_id() -> dict[str, str]:

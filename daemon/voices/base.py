@@ -55,6 +55,10 @@ class Voice(ABC):
     info: VoiceInfo
 
     @abstractmethod
+    def identity(self) -> dict[str, Any]:
+        """Everything that shapes this voice's audio (files and settings): a phrase cache key."""
+
+    @abstractmethod
     def synthesize_sentence(self, sentence: str, options: SpeechOptions) -> Iterator[SpeechPiece]:
         """Audio at `info.sample_rate`, piece by piece as it is made.
 

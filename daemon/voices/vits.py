@@ -14,6 +14,7 @@ import numpy as np
 
 from daemon.config import VoiceConfig
 from daemon.errors import VoiceError
+from daemon.runtime.artifacts import source_identity
 from daemon.runtime.base import Backend, Stage
 from daemon.voices.base import SpeechOptions, SpeechPiece, Voice, VoiceInfo
 
@@ -90,6 +91,7 @@ class VitsVoice(Voice):
         self.name = name
         self.config = config
         model, json_path = voice_files(name, config)
+        self._files = (model, json_path)
         raw, self.piper = _read_piper_config(name, json_path)
         stage = f"{name}/vits"
         self.encoder: Stage | None = None
@@ -113,6 +115,15 @@ class VitsVoice(Voice):
             stages=stages,
         )
         self.default_speaker = self.speaker_id(config.speaker)
+
+    def identity(self) -> dict[str, Any]:
+        model, json_path = self._files
+        return {
+            "family": "vits",
+            "model": source_identity(model),
+            "json": source_identity(json_path),
+            "config": self.config.model_dump(mode="json"),
+        }
 
     @property
     def streaming(self) -> bool:
