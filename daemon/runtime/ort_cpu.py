@@ -83,6 +83,9 @@ class OrtCpuBackend(Backend):
         options.enable_mem_pattern = True
         options.intra_op_num_threads = self.threads
         options.inter_op_num_threads = 1
+        # Each session has its own thread pool; a pool that spins after its run starves the next
+        # session's (a VITS encoder then decoder, or parallel workers) on a small CPU.
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         options.log_severity_level = 3
         return options
 

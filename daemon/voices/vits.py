@@ -19,11 +19,14 @@ from daemon.runtime.base import Backend, Stage
 from daemon.voices.base import SpeechOptions, SpeechPiece, Voice, VoiceInfo
 
 REQUIRED_INPUTS = {"input", "input_lengths", "scales"}
-# Streaming decode: windows of latent frames growing from the first (low latency) to the
-# largest (less overlap work), each decoded with CONTEXT_FRAMES of context on both sides.
-# The decoder's receptive field is under 16 frames: the joined windows equal one whole decode.
+# Streaming decode (86 latent frames = 1 s of audio): a sentence longer than STREAM_MIN_FRAMES
+# is decoded as a small first window (its audio can play at once), then the rest in windows of
+# up to MAX_WINDOW_FRAMES, each with CONTEXT_FRAMES of context on both sides. The decoder's
+# receptive field is under 16 frames, so the joined windows equal one whole decode; the extra
+# work is the context, about 2 x 16 frames a window.
+STREAM_MIN_FRAMES = 128
 FIRST_WINDOW_FRAMES = 32
-MAX_WINDOW_FRAMES = 256
+MAX_WINDOW_FRAMES = 1024
 CONTEXT_FRAMES = 16
 GAIN_RAMP_S = 0.005
 # espeak-ng keeps global state (the selected voice): one phonemizer call at a time per process.
@@ -240,7 +243,8 @@ class VitsVoice(Voice):
             zip((s.name for s in self.encoder.outputs), self.encoder.run(feeds), strict=True)
         )
         frames = max(value.shape[-1] for value in latent.values())
-        start, size = 0, FIRST_WINDOW_FRAMES
+        start = 0
+        size = FIRST_WINDOW_FRAMES if frames > STREAM_MIN_FRAMES else frames
         while start < frames:
             end = min(frames, start + size)
             if frames - end < FIRST_WINDOW_FRAMES:
@@ -253,7 +257,7 @@ class VitsVoice(Voice):
             audio = self.decoder.run(window)[0].reshape(-1).astype(np.float32)
             hop = len(audio) // (right - left)
             yield audio[(start - left) * hop : (end - left) * hop], end == frames
-            start, size = end, min(size * 2, MAX_WINDOW_FRAMES)
+            start, size = end, MAX_WINDOW_FRAMES
 
 
 class _StreamingGain:
