@@ -82,7 +82,8 @@ class Daemon:
 
     def write_config(self, port: int, mqtt: dict | None = None, **config) -> None:
         mqtt = {"port": port, "base_topic": self.base, "stats_interval_s": 1, **(mqtt or {})}
-        data = {"mqtt": mqtt, **config}
+        # Long jobs must really take time to interrupt them: no phrase cache unless a test asks.
+        data = {"mqtt": mqtt, "cache": {"enabled": False}, **config}
         self.config_path.write_text(json.dumps(data))
 
     def notifications(self, until: str) -> list[str]:
