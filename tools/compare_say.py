@@ -36,7 +36,7 @@ BIN = Path(sys.executable).parent
 
 def commands(text: str) -> dict[str, tuple[list[str], bytes | None]]:
     return {
-        "fastvoice": ([str(BIN / "fastvoice"), "say", text, "--raw"], None),
+        "fastvoice": ([str(BIN / "fastvoice"), "say", text, "--raw", "--no-cache"], None),
         "piper": (
             [
                 sys.executable,
