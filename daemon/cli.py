@@ -82,6 +82,8 @@ def cmd_say(args: argparse.Namespace) -> int:
             device=args.device if args.device is not None else config.audio.device,
             volume=config.audio.volume,
             output_rate=config.audio.sample_rate,
+            prefill_s=config.audio.prefill_s,
+            buffer_s=max(2.0, config.audio.prefill_s),
         )
         target = player.target(rate)
         log.info("playing on %s at %d Hz", target.name, target.sample_rate)

@@ -98,6 +98,9 @@ class RuntimeConfig(StrictModel):
         "auto", description="intra-op threads per session; auto = physical cores available"
     )
     artifacts: bool = Field(True, description="load what `fastvoice build` made for this box")
+    build_on_start: bool = Field(
+        True, description="`fastvoice serve` builds missing artifacts before it loads the voices"
+    )
     artifact_dir: Path | None = Field(
         None, description="where artifacts live; default: systemd's CacheDirectory or ~/.cache"
     )
@@ -119,6 +122,9 @@ class AudioConfig(StrictModel):
     fade_ms: float = Field(4.0, ge=0.0, le=50.0, description="fade at sentence edges (no clicks)")
     sample_rate: int | None = Field(
         None, ge=8000, le=192_000, description="resample to this rate (default: the voice's)"
+    )
+    prefill_s: float = Field(
+        0.1, ge=0.0, le=600.0, description="audio buffered before playback starts"
     )
 
 

@@ -51,6 +51,8 @@ class Service:
             device=config.audio.device,
             volume=config.audio.volume,
             output_rate=config.audio.sample_rate,
+            prefill_s=config.audio.prefill_s,
+            buffer_s=max(2.0, config.audio.prefill_s),
         )
         self.queue = JobQueue(config.queue.max_jobs)
         self.speaker = Speaker(
@@ -201,10 +203,30 @@ class Service:
 
     # --- lifecycle (main thread) ---
 
+    def build_artifacts(self) -> None:
+        """First start on a box (or after an upgrade): optimise the voices before loading them."""
+        runtime = self.config.runtime
+        if not (runtime.artifacts and runtime.build_on_start):
+            return
+        from daemon.runtime.artifacts import default_store
+        from edge_build.build import build_voices
+
+        sdnotify.notify("STATUS=checking artifacts for this box")
+        try:
+            for result in build_voices(self.config, runtime.artifact_dir or default_store()):
+                if result.status != "up to date":
+                    log.info("%s: %s in %.1f s", result.stage, result.status, result.seconds)
+        except (FastvoiceError, OSError) as error:
+            log.error("building artifacts failed, loading the source models: %s", error)
+
     def start(self) -> None:
+        self.build_artifacts()
         sdnotify.notify("STATUS=loading voices")
         for name in self.voices.names:
-            self.voices.get(name)
+            voice = self.voices.get(name)
+            # ONNX Runtime's first run of a session is slow: pay it now, not on the first job.
+            for _ in voice.synthesize_sentence("Ready.", SpeechOptions()):
+                pass
         self.pregenerate()
         self.speaker.start()
         self.link.start()
@@ -248,6 +270,8 @@ class Service:
         self.speaker.audio = new.audio
         self.player.device, self.player.volume = new.audio.device, new.audio.volume
         self.player.output_rate = new.audio.sample_rate
+        self.player.prefill_s = new.audio.prefill_s
+        self.player.buffer_s = max(2.0, new.audio.prefill_s)
         self.queue.max_jobs = new.queue.max_jobs
         log.info("config reloaded")
         sdnotify.notify("STATUS=config reloaded")

@@ -83,7 +83,9 @@ class Daemon:
     def write_config(self, port: int, mqtt: dict | None = None, **config) -> None:
         mqtt = {"port": port, "base_topic": self.base, "stats_interval_s": 1, **(mqtt or {})}
         # Long jobs must really take time to interrupt them: no phrase cache unless a test asks.
-        data = {"mqtt": mqtt, "cache": {"enabled": False}, **config}
+        # The capture device plays faster than real time: buffer whole jobs before playing so
+        # the capture holds exactly the job's audio, with no underrun gaps.
+        data = {"mqtt": mqtt, "cache": {"enabled": False}, "audio": {"prefill_s": 300}, **config}
         self.config_path.write_text(json.dumps(data))
 
     def notifications(self, until: str) -> list[str]:
@@ -442,5 +444,19 @@ def test_pregenerated_phrase_is_a_cache_hit(broker, capture, tmp_path):
         assert finished["cache_hit"] is True
         fresh = say(running, text="A phrase nobody rendered yet.")
         assert running.recorder.event(fresh, "finished")["cache_hit"] is False
+    finally:
+        running.stop()
+
+
+def test_first_start_builds_the_artifacts(broker, capture, tmp_path):
+    store = tmp_path / "artifacts"
+    running = Daemon(broker, tmp_path, capture.env(), runtime={"artifact_dir": str(store)})
+    try:
+        assert len(list(store.glob("*/manifest.json"))) == 2, "encoder and decoder"
+        _, info, _ = running.recorder.wait_for(lambda t, p: t.endswith("/status/info"))
+        stages = json.loads(info)["voices"][0]["stages"]
+        assert all(any(note.startswith("artifact ") for note in s["notes"]) for s in stages)
+        job = say(running, text="Built on this box.")
+        running.recorder.event(job, "finished")
     finally:
         running.stop()

@@ -14,6 +14,7 @@ fi
 python3 -m venv .venv
 .venv/bin/pip install -q --upgrade pip
 .venv/bin/pip install -q -e '.[cpu]'
+.venv/bin/fastvoice build   # once per box: optimised graphs, streaming inside sentences
 
 if .venv/bin/fastvoice devices >/dev/null 2>&1; then
     .venv/bin/fastvoice say "$TEXT"

@@ -20,13 +20,14 @@ from daemon.voices.base import SpeechOptions, SpeechPiece, Voice, VoiceInfo
 
 REQUIRED_INPUTS = {"input", "input_lengths", "scales"}
 # Streaming decode (86 latent frames = 1 s of audio): a sentence longer than STREAM_MIN_FRAMES
-# is decoded as a small first window (its audio can play at once), then the rest in windows of
-# up to MAX_WINDOW_FRAMES, each with CONTEXT_FRAMES of context on both sides. The decoder's
-# receptive field is under 16 frames, so the joined windows equal one whole decode; the extra
-# work is the context, about 2 x 16 frames a window.
-STREAM_MIN_FRAMES = 128
+# is decoded as a small first window (its audio can play at once), then windows that double up
+# to MAX_WINDOW_FRAMES, each with CONTEXT_FRAMES of context on both sides. Doubling keeps each
+# decode shorter than the audio already made (at any real-time factor under about 0.4), so
+# playback never waits mid-sentence. The decoder's receptive field is under 16 frames, so the
+# joined windows equal one whole decode; the extra work is 2 x 16 frames a window.
+STREAM_MIN_FRAMES = 256
 FIRST_WINDOW_FRAMES = 32
-MAX_WINDOW_FRAMES = 1024
+MAX_WINDOW_FRAMES = 512
 CONTEXT_FRAMES = 16
 GAIN_RAMP_S = 0.005
 # espeak-ng keeps global state (the selected voice): one phonemizer call at a time per process.
@@ -257,7 +258,7 @@ class VitsVoice(Voice):
             audio = self.decoder.run(window)[0].reshape(-1).astype(np.float32)
             hop = len(audio) // (right - left)
             yield audio[(start - left) * hop : (end - left) * hop], end == frames
-            start, size = end, MAX_WINDOW_FRAMES
+            start, size = end, min(size * 2, MAX_WINDOW_FRAMES)
 
 
 class _StreamingGain:
