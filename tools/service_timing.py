@@ -30,7 +30,8 @@ def free_port() -> int:
 def one_run(directory: Path, port: int) -> tuple[float, float]:
     base = f"timing/{os.getpid()}/{time.monotonic_ns()}"
     config = directory / "fastvoice.yaml"
-    config.write_text(json.dumps({"mqtt": {"port": port, "base_topic": base}}))
+    settings = {"mqtt": {"port": port, "base_topic": base}, "cache": {"enabled": False}}
+    config.write_text(json.dumps(settings))
     notify_path = directory / f"notify-{time.monotonic_ns()}.sock"
     notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     notify.bind(str(notify_path))
