@@ -10,7 +10,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
 
 import numpy as np
 
@@ -173,7 +172,3 @@ class Speaker(threading.Thread):
             yield block
         if form == "pcm" and self._interrupt is None:
             self.publish(topic, encode_chunk(np.zeros(0, dtype=np.float32), rate, sequence))
-
-    def describe(self) -> dict[str, Any]:
-        current = self.current
-        return {"current": current.id if current else None, "queued": len(self.queue)}
