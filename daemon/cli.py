@@ -205,7 +205,7 @@ def cmd_send(args: argparse.Namespace) -> int:
     try:
         SayCommand.model_validate(say)
     except ValidationError as error:
-        raise TextError(format_validation_error(error)) from None
+        raise TextError(format_validation_error(error, noun="field")) from None
     events, audio = send(config.mqtt, say, args.timeout, args.save)
     for event in events:
         details = {k: v for k, v in event.items() if k not in ("v", "event", "id", "time")}

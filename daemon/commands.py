@@ -110,7 +110,7 @@ def _validated(model: type[BaseModel], data: dict[str, Any]) -> Any:
         return model.model_validate(data)
     except ValidationError as error:
         job_id = data.get("id") if isinstance(data.get("id"), str) else None
-        message = format_validation_error(error).replace("unknown key", "unknown field")
+        message = format_validation_error(error, noun="field")
         raise CommandError(message.replace("\n", "; "), job_id) from None
 
 

@@ -48,6 +48,10 @@ class Synthesizer:
         chosen = self.voices.get(voice)
         rate = chosen.info.sample_rate
         gain = np.float32(options.volume)
+
+        def scaled(samples: np.ndarray) -> np.ndarray:
+            return samples * gain if gain != 1 else samples
+
         key = None
         if self.cache is not None:
             key = cache_key(
@@ -60,15 +64,17 @@ class Synthesizer:
             hit = self.cache.get(key)
             if hit is not None and hit[0] == rate:
                 for index, piece in enumerate(hit[1]):
-                    samples = piece.samples * gain if gain != 1 else piece.samples
-                    yield AudioChunk(samples, rate, index, "", piece.sentence_end, from_cache=True)
+                    yield AudioChunk(
+                        scaled(piece.samples), rate, index, "", piece.sentence_end, from_cache=True
+                    )
                 return
         rendered: list[CachedPiece] = []
         for sentence in sentences:
             for piece in chosen.synthesize_sentence(sentence, options):
                 rendered.append(CachedPiece(piece.samples, piece.sentence_end))
-                samples = piece.samples * gain if gain != 1 else piece.samples
-                yield AudioChunk(samples, rate, len(rendered) - 1, sentence, piece.sentence_end)
+                yield AudioChunk(
+                    scaled(piece.samples), rate, len(rendered) - 1, sentence, piece.sentence_end
+                )
         if not rendered:
             raise TextError("the text holds nothing speakable")
         if self.cache is not None and key is not None:

@@ -10,14 +10,14 @@ from typing import Any
 from pydantic import ValidationError
 
 
-def _describe(error: dict[str, Any]) -> str:
+def _describe(error: dict[str, Any], noun: str) -> str:
     """One line per error: 'key.path: value is wrong because ...'."""
     path = ".".join(str(part) for part in error["loc"]) or "(top level)"
     kind = error["type"]
     ctx = error.get("ctx", {})
     value = error.get("input")
     if kind == "extra_forbidden":
-        return f"{path}: unknown key"
+        return f"{path}: unknown {noun}"
     if kind == "missing":
         return f"{path}: required key is missing"
     if kind in ("less_than_equal", "less_than"):
@@ -34,10 +34,11 @@ def _describe(error: dict[str, Any]) -> str:
     return f"{path}: {value!r}: {error['msg']}"
 
 
-def format_validation_error(error: ValidationError) -> str:
+def format_validation_error(error: ValidationError, noun: str = "key") -> str:
+    """`noun` names what an unknown entry is: a config `key`, a payload `field`."""
     lines: list[str] = []
     for item in error.errors():
-        line = _describe(dict(item))
+        line = _describe(dict(item), noun)
         if line not in lines:
             lines.append(line)
     return "\n".join(lines)

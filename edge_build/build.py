@@ -36,8 +36,9 @@ def build_voices(
         stage = f"{name}/vits"
         started = time.perf_counter()
         found = [backend.find_artifact(model, part)[0] for part in PARTS]
-        if None in found and backend.find_artifact(model)[0] is not None:
-            found = [backend.find_artifact(model)[0]]  # a graph that does not split
+        if None in found:
+            whole = backend.find_artifact(model)[0]  # a graph that does not split
+            found = [whole] if whole is not None else found
         problems = [p for a in found if a is not None and verify for p in a.verify()]
         if None in found or force or problems:
             built = build_parts(model, store, stage)

@@ -97,7 +97,13 @@ class VitsVoice(Voice):
         self.name = name
         self.config = config
         model, json_path = voice_files(name, config)
-        self._files = (model, json_path)
+        # What was loaded, fixed at load time: the phrase cache keys on it for every request.
+        self._identity = {
+            "family": "vits",
+            "model": source_identity(model),
+            "json": source_identity(json_path),
+            "config": config.model_dump(mode="json"),
+        }
         raw, self.piper = _read_piper_config(name, json_path)
         stage = f"{name}/vits"
         self.encoder: Stage | None = None
@@ -123,13 +129,7 @@ class VitsVoice(Voice):
         self.default_speaker = self.speaker_id(config.speaker)
 
     def identity(self) -> dict[str, Any]:
-        model, json_path = self._files
-        return {
-            "family": "vits",
-            "model": source_identity(model),
-            "json": source_identity(json_path),
-            "config": self.config.model_dump(mode="json"),
-        }
+        return self._identity
 
     @property
     def streaming(self) -> bool:
