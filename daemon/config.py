@@ -95,7 +95,12 @@ class RuntimeConfig(StrictModel):
         "auto", description="auto picks the fastest backend available on this box"
     )
     threads: Literal["auto"] | Annotated[int, Field(ge=1, le=256)] = Field(
-        "auto", description="intra-op threads per session; auto = physical cores available"
+        "auto", description="intra-op threads of a run alone; auto = physical cores available"
+    )
+    workers: Literal["auto"] | Annotated[int, Field(ge=1, le=64)] = Field(
+        "auto",
+        description="requests synthesized at once by `serve` (each with threads / workers); "
+        "auto = physical cores available",
     )
     artifacts: bool = Field(True, description="load what `fastvoice build` made for this box")
     build_on_start: bool = Field(

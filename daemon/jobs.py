@@ -7,6 +7,7 @@ import itertools
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -82,16 +83,32 @@ class JobQueue:
             heapq.heappush(self._heap, (rank, next(self._arrival), job))
             self._cond.notify_all()
 
-    def get(self, timeout: float) -> Job | None:
-        """The next job (best priority, then oldest), or None after `timeout` or while paused."""
+    def get(self, timeout: float, accepts: Callable[[Job], bool] | None = None) -> Job | None:
+        """The next job `accepts` takes (best priority, then oldest), or None after `timeout`
+        or while paused."""
         deadline = time.monotonic() + timeout
         with self._cond:
-            while self._paused or not self._heap:
+            while True:
+                index = None if self._paused else self._best(accepts)
+                if index is not None:
+                    break
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return None
                 self._cond.wait(remaining)
-            return heapq.heappop(self._heap)[2]
+            entry = self._heap[index]
+            self._heap[index] = self._heap[-1]
+            self._heap.pop()
+            heapq.heapify(self._heap)
+            return entry[2]
+
+    def _best(self, accepts: Callable[[Job], bool] | None) -> int | None:
+        if not self._heap:
+            return None
+        if accepts is None:
+            return 0
+        ranked = sorted(range(len(self._heap)), key=lambda i: self._heap[i][:2])
+        return next((i for i in ranked if accepts(self._heap[i][2])), None)
 
     def clear(self) -> list[Job]:
         with self._cond:

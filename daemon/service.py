@@ -1,7 +1,7 @@
 """`fastvoice serve`: wires config → voices → queue → speaker → MQTT, and runs the main thread.
 
 The main thread handles signals (SIGTERM stops, SIGHUP reloads the config), the systemd
-watchdog (pinged only while the speaker thread is alive and progressing) and periodic stats.
+watchdog (pinged only while every speaker thread is alive and progressing) and periodic stats.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from daemon.errors import FastvoiceError
 from daemon.jobs import DuplicateJob, Job, JobQueue, QueueFull
 from daemon.mqtt import MqttLink
 from daemon.runtime.select import create_backend
-from daemon.speaker import Speaker
+from daemon.speaker import Speaker, publish_only
 from daemon.synthesizer import Synthesizer
 from daemon.text import prepare
 from daemon.voices.base import SpeechOptions
@@ -43,7 +43,7 @@ class Service:
     def __init__(self, config: Config, config_path: Path | None) -> None:
         self.config = config
         self.config_path = config_path
-        backend, self.backend_reason = create_backend(config.runtime)
+        backend, self.backend_reason = create_backend(config.runtime, concurrent=True)
         self.voices = VoiceRegistry(config, backend)
         self.cache = phrase_cache(config.cache)
         self.synthesizer = Synthesizer(self.voices, config.text, self.cache)
@@ -55,15 +55,21 @@ class Service:
             buffer_s=max(2.0, config.audio.prefill_s),
         )
         self.queue = JobQueue(config.queue.max_jobs)
-        self.speaker = Speaker(
-            self.queue,
-            self.synthesizer,
-            self.player,
-            config.audio,
-            self.emit,
-            self._publish_audio,
-            config.queue.resume_interrupted,
-        )
+        # One speaker owns the player; parallel workers add lanes for publish-only jobs.
+        self.speakers = [
+            Speaker(
+                self.queue,
+                self.synthesizer,
+                self.player,
+                config.audio,
+                self.emit,
+                self._publish_audio,
+                config.queue.resume_interrupted,
+                name="speaker" if lane == 0 else f"publisher-{lane}",
+                accepts=None if lane == 0 else publish_only,
+            )
+            for lane in range(backend.workers)
+        ]
         self.link = MqttLink(
             config.mqtt,
             {
@@ -106,9 +112,19 @@ class Service:
             return
         self.counts["accepted"] += 1
         self.emit("queued", job, priority=command.priority, queue_depth=len(self.queue))
-        current = self.speaker.current
-        if command.priority == "critical" and current and current.command.priority != "critical":
-            self.speaker.interrupt("critical")
+        if command.priority == "critical":
+            self._make_room(job)
+
+    def _make_room(self, job: Job) -> None:
+        """A critical job cuts short a non-critical one it would otherwise wait for."""
+        lanes = [speaker for speaker in self.speakers if speaker.takes(job)]
+        if any(speaker.current is None for speaker in lanes):
+            return
+        for speaker in lanes:
+            current = speaker.current
+            if current is not None and current.command.priority != "critical":
+                speaker.interrupt("critical")
+                return
 
     def _parsed(self, parser: Callable[[bytes, int], Any], topic: str, payload: bytes) -> Any:
         """The parsed payload, or None after a `rejected` event naming the problem."""
@@ -125,7 +141,8 @@ class Service:
         if command.all:
             for job in self.queue.clear():
                 self.emit("interrupted", job, reason="stopped", message="cleared from the queue")
-        self.speaker.interrupt("stopped")
+        for speaker in self.speakers:
+            speaker.interrupt("stopped")
 
     def on_volume(self, payload: bytes) -> None:
         volume = self._parsed(parse_volume, "volume", payload)
@@ -175,6 +192,7 @@ class Service:
             "voices": voices,
             "backend": self.voices.backend.name,
             "backend_reason": self.backend_reason,
+            "workers": self.voices.backend.workers,
             "audio_device": target,
             "cache": self.cache.describe() if self.cache is not None else None,
         }
@@ -228,7 +246,8 @@ class Service:
             for _ in voice.synthesize_sentence("Ready.", SpeechOptions()):
                 pass
         self.pregenerate()
-        self.speaker.start()
+        for speaker in self.speakers:
+            speaker.start()
         self.link.start()
         sdnotify.notify("READY=1")
         sdnotify.notify(f"STATUS=serving on {self.config.mqtt.host}:{self.config.mqtt.port}")
@@ -248,11 +267,12 @@ class Service:
                 log.error("cache.pregenerate.%d: %s", number - 1, error)
 
     def healthy(self) -> bool:
-        """Alive, and either idle-waiting, paused, or making progress on a job."""
-        stalled = (
-            time.monotonic() - self.speaker.heartbeat > STALL_LIMIT_S and not self.queue.paused
+        """Every speaker alive, and either idle-waiting, paused, or making progress on a job."""
+        now = time.monotonic()
+        return all(
+            speaker.is_alive() and (now - speaker.heartbeat <= STALL_LIMIT_S or self.queue.paused)
+            for speaker in self.speakers
         )
-        return self.speaker.is_alive() and not stalled
 
     def reload(self) -> None:
         try:
@@ -267,7 +287,8 @@ class Service:
             log.warning("mqtt changes take effect after a restart")
         self.config = new
         self.synthesizer.text_config = new.text
-        self.speaker.audio = new.audio
+        for speaker in self.speakers:
+            speaker.audio = new.audio
         self.player.device, self.player.volume = new.audio.device, new.audio.volume
         self.player.output_rate = new.audio.sample_rate
         self.player.prefill_s = new.audio.prefill_s
@@ -301,8 +322,10 @@ class Service:
                 next_stats = time.monotonic() + self.config.mqtt.stats_interval_s
                 self.link.publish_json("stats", self.stats())
         sdnotify.notify("STOPPING=1")
-        self.speaker.shutdown()
-        self.speaker.join(timeout=10)
+        for speaker in self.speakers:
+            speaker.shutdown()
+        for speaker in self.speakers:
+            speaker.join(timeout=10)
         self.link.stop()
         return 0
 

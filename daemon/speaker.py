@@ -1,7 +1,8 @@
-"""The synthesizer thread: takes jobs off the queue, speaks and/or publishes them, reports events.
+"""Synthesizer threads: take jobs off the queue, speak and/or publish them, report events.
 
-It owns the voices (through the Synthesizer) and the player. It knows nothing of MQTT: events
-and published audio leave through the two callables it is given.
+The service runs one Speaker that owns the player (and takes any job), and with parallel workers
+more that take only publish-only jobs, synthesized at the same time. A Speaker knows nothing of
+MQTT: events and published audio leave through the two callables it is given.
 """
 
 from __future__ import annotations
@@ -40,6 +41,11 @@ class Interrupted(Exception):
     pass
 
 
+def publish_only(job: Job) -> bool:
+    """Jobs that never touch the player, so any number can run side by side."""
+    return job.command.output == "publish"
+
+
 class Speaker(threading.Thread):
     def __init__(
         self,
@@ -50,8 +56,11 @@ class Speaker(threading.Thread):
         emit: EmitEvent,
         publish: Publish,
         resume_interrupted: bool = False,
+        name: str = "speaker",
+        accepts: Callable[[Job], bool] | None = None,
     ) -> None:
-        super().__init__(name="speaker", daemon=True)
+        super().__init__(name=name, daemon=True)
+        self.accepts = accepts
         self.queue = queue
         self.synthesizer = synthesizer
         self.player = player
@@ -67,7 +76,7 @@ class Speaker(threading.Thread):
     def run(self) -> None:
         while not self._stopping.is_set():
             self.heartbeat = time.monotonic()
-            job = self.queue.get(timeout=0.5)
+            job = self.queue.get(timeout=0.5, accepts=self.accepts)
             if job is not None:
                 self._run(job)
 
@@ -75,11 +84,16 @@ class Speaker(threading.Thread):
         self._stopping.set()
         self.interrupt("shutdown")
 
+    def takes(self, job: Job) -> bool:
+        return self.accepts is None or self.accepts(job)
+
     def interrupt(self, reason: str) -> None:
         """Cut the current job short (from any thread); it ends with `interrupted`."""
-        if self.current is not None:
+        current = self.current
+        if current is not None:
             self._interrupt = reason
-            self.player.stop()
+            if not publish_only(current):
+                self.player.stop()
 
     def _run(self, job: Job) -> None:
         if job.expired:

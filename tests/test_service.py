@@ -21,6 +21,11 @@ from daemon.audio.pcm_stream import decode_chunk
 from tests.conftest import run_cli
 from tests.mqtt_helpers import Broker, Recorder
 
+TEXTS_FOR_LANES = [
+    "The next train to the airport leaves from platform four.",
+    "Please keep your belongings with you at all times.",
+    "Food and drinks are available in the middle car.",
+]
 LONG_TEXT = " ".join(f"This is sentence number {n} of a long announcement." for n in range(40))
 
 
@@ -223,6 +228,31 @@ def test_priority_then_arrival_order(daemon):
     for job in (low, normal, high, second_normal):
         daemon.recorder.event(job, "finished")
     assert started_order(daemon) == [high, normal, second_normal, low]
+
+
+def test_publish_only_jobs_run_side_by_side_with_parallel_workers(broker, capture, tmp_path):
+    two = Daemon(broker, tmp_path, capture.env(), runtime={"workers": 2})
+    try:
+        two.recorder.publish("pause", "true")
+        two.recorder.wait_for(lambda t, p: t.endswith("/pause/state") and p == b"true")
+        text = " ".join(TEXTS_FOR_LANES)
+        jobs = [
+            say(two, text=text, output="publish", reply_topic=f"{two.base}/reply/{n}", format="pcm")
+            for n in range(2)
+        ]
+        two.recorder.event(jobs[1], "queued")
+        two.recorder.publish("pause", "false")
+        for job in jobs:
+            two.recorder.event(job, "finished")
+        events = [
+            (json.loads(p)["id"], json.loads(p)["event"])
+            for t, p, _ in two.recorder.seen
+            if t.endswith("/events")
+        ]
+        first_finish = min(events.index((job, "finished")) for job in jobs)
+        assert all(events.index((job, "started")) < first_finish for job in jobs), events
+    finally:
+        two.stop()
 
 
 def test_queue_full_and_expired_jobs_are_rejected(broker, capture, tmp_path):

@@ -29,7 +29,8 @@ class StageReport:
     load_s: float
     weights_bytes: int  # the graph and weights as loaded (file sizes)
     load_rss_bytes: int  # process RSS growth while loading; 0 if freed memory was reused
-    threads: int | None = None
+    threads: int | None = None  # intra-op threads of a run alone
+    workers: int = 1  # runs at once (each with threads / workers when they overlap)
     notes: tuple[str, ...] = field(default_factory=tuple)
 
     def as_dict(self) -> dict[str, Any]:
@@ -42,12 +43,14 @@ class StageReport:
             "weights_bytes": self.weights_bytes,
             "load_rss_bytes": self.load_rss_bytes,
             "threads": self.threads,
+            "workers": self.workers,
             "notes": list(self.notes),
         }
 
 
 class Stage(ABC):
-    """One model graph, ready to run. Thread safety: one `run` at a time per stage."""
+    """One model graph, ready to run. Thread safe: overlapping runs are served by the backend's
+    parallel workers, or wait for one."""
 
     report: StageReport
     inputs: tuple[TensorSpec, ...]
@@ -63,6 +66,7 @@ class Stage(ABC):
 
 class Backend(ABC):
     name: ClassVar[str]
+    workers: int = 1  # runs each stage serves at once
 
     @abstractmethod
     def load(self, model_path: Path, stage: str, part: str = "whole") -> Stage:

@@ -1,16 +1,23 @@
-"""ONNX Runtime on the CPU, tuned for one utterance at a time on a small box.
+"""ONNX Runtime on the CPU, tuned for a small box.
 
 Full graph optimisation, sequential execution, memory pattern on, intra-op threads equal to the
 physical cores this process may use. Stock Piper uses a default session; these settings are
 where the CPU backend earns its keep.
+
+Concurrent requests (parallel workers): a run that has the CPU to itself uses the session with
+every core's threads; runs that overlap use narrow sessions with a share of the cores each, so
+that N requests at once do not oversubscribe the CPU (on 2 cores, two 1-thread sessions serve
+about 1.2x the utterances of one 2-thread session). All sessions of a process share one arena
+(ONNX Runtime's environment allocator), so idle sessions hold no activation memory.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import numpy as np
@@ -48,31 +55,88 @@ def _specs(args: list) -> tuple[TensorSpec, ...]:
     return tuple(TensorSpec(a.name, a.type, tuple(a.shape)) for a in args)
 
 
+_shared_arena_lock = threading.Lock()
+_shared_arena_registered = False
+
+
+def _register_shared_arena() -> None:
+    """One CPU arena for every session of the process (once per process)."""
+    global _shared_arena_registered
+    import onnxruntime as ort
+
+    with _shared_arena_lock:
+        if _shared_arena_registered:
+            return
+        memory = ort.OrtMemoryInfo(
+            "Cpu", ort.OrtAllocatorType.ORT_ARENA_ALLOCATOR, 0, ort.OrtMemType.DEFAULT
+        )
+        # 0 / -1: no cap, ONNX Runtime's default growth (next power of two) and chunk sizes.
+        ort.create_and_register_allocator(memory, ort.OrtArenaCfg(0, 0, -1, -1))
+        _shared_arena_registered = True
+
+
+class SessionPool:
+    """Sessions of one graph: `solo` for a run alone, `workers` narrow ones for overlapping runs.
+
+    At most `workers` runs are in flight; a further one waits for a session to come back.
+    """
+
+    def __init__(self, make: Callable[[int], object], threads: int, workers: int) -> None:
+        self.threads = threads
+        self.workers = workers
+        self.narrow_threads = max(1, threads // workers)
+        self.solo = make(threads)
+        self._idle = [make(self.narrow_threads) for _ in range(workers if workers > 1 else 0)]
+        self._in_flight = 0
+        self._cond = threading.Condition()
+
+    def acquire(self):
+        with self._cond:
+            while self._in_flight >= self.workers or (self._in_flight and not self._idle):
+                self._cond.wait()
+            self._in_flight += 1
+            return self.solo if self._in_flight == 1 else self._idle.pop()
+
+    def release(self, session) -> None:
+        with self._cond:
+            self._in_flight -= 1
+            if session is not self.solo:
+                self._idle.append(session)
+            self._cond.notify()
+
+
 class OrtCpuStage(Stage):
-    def __init__(self, session, report: StageReport) -> None:
-        self._session = session
+    def __init__(self, pool: SessionPool, report: StageReport) -> None:
+        self._pool = pool
         self.report = report
-        self.inputs = _specs(session.get_inputs())
-        self.outputs = _specs(session.get_outputs())
+        self.inputs = _specs(pool.solo.get_inputs())
+        self.outputs = _specs(pool.solo.get_outputs())
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+        session = self._pool.acquire()
         try:
-            return self._session.run(None, dict(feeds))
+            return session.run(None, dict(feeds))
         except Exception as error:  # ORT raises its own exception types from C++
             raise BackendError(f"{self.report.stage}: inference failed: {error}") from error
+        finally:
+            self._pool.release(session)
 
 
 class OrtCpuBackend(Backend):
     name = "ort-cpu"
 
-    def __init__(self, threads: int | None = None, artifact_store: Path | None = None) -> None:
+    def __init__(
+        self, threads: int | None = None, artifact_store: Path | None = None, workers: int = 1
+    ) -> None:
         self.threads = threads or physical_cores_available()
+        self.workers = workers
         self.artifact_store = artifact_store
 
-    def session_options(self, optimized: bool = False):
+    def session_options(self, optimized: bool = False, threads: int | None = None):
         """Full optimisation, unless the graph is an artifact that was optimised at build time."""
         import onnxruntime as ort
 
+        _register_shared_arena()
         options = ort.SessionOptions()
         options.graph_optimization_level = (
             ort.GraphOptimizationLevel.ORT_DISABLE_ALL
@@ -81,8 +145,9 @@ class OrtCpuBackend(Backend):
         )
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         options.enable_mem_pattern = True
-        options.intra_op_num_threads = self.threads
+        options.intra_op_num_threads = threads or self.threads
         options.inter_op_num_threads = 1
+        options.add_session_config_entry("session.use_env_allocators", "1")
         # Each session has its own thread pool; a pool that spins after its run starves the next
         # session's (a VITS encoder then decoder, or parallel workers) on a small CPU.
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
@@ -113,16 +178,20 @@ class OrtCpuBackend(Backend):
         graph = artifact.model if artifact is not None else model_path
         rss_before = psutil.Process().memory_info().rss
         started = time.perf_counter()
-        try:
-            session = ort.InferenceSession(
+
+        def make(threads: int):
+            return ort.InferenceSession(
                 str(graph),
-                sess_options=self.session_options(optimized=artifact is not None),
+                sess_options=self.session_options(artifact is not None, threads),
                 providers=[PROVIDER],
             )
+
+        try:
+            pool = SessionPool(make, self.threads, self.workers)
         except Exception as error:
             raise BackendError(f"{stage}: cannot load {model_path}: {error}") from error
         load_s = time.perf_counter() - started
-        providers = tuple(session.get_providers())
+        providers = tuple(pool.solo.get_providers())
         if PROVIDER not in providers:
             raise BackendError(f"{stage}: asked for {PROVIDER}, ONNX Runtime gave {providers}")
         report = StageReport(
@@ -136,6 +205,7 @@ class OrtCpuBackend(Backend):
             else graph.stat().st_size,
             load_rss_bytes=max(0, psutil.Process().memory_info().rss - rss_before),
             threads=self.threads,
+            workers=self.workers,
             notes=(f"onnxruntime {ort.__version__}", reason),
         )
-        return OrtCpuStage(session, report)
+        return OrtCpuStage(pool, report)

@@ -1,0 +1,101 @@
+"""Parallel workers: a session pool per stage, serving overlapping requests side by side."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+
+from daemon.config import parse_config
+from daemon.errors import ConfigError
+from daemon.runtime.ort_cpu import OrtCpuBackend, SessionPool, physical_cores_available
+from daemon.runtime.select import create_backend
+from daemon.synthesizer import Synthesizer
+from daemon.voices.base import SpeechOptions
+from daemon.voices.registry import VoiceRegistry
+
+SILENT_NOISE = SpeechOptions(noise_scale=0.0, noise_w=0.0)
+TEXTS = [
+    "The next train to the airport leaves from platform four.",
+    "Please keep your belongings with you at all times.",
+    "Food and drinks are available in the middle car.",
+]
+
+
+class Session:
+    """A stand-in for an ONNX Runtime session: the pool only hands sessions out."""
+
+    def __init__(self, threads: int) -> None:
+        self.threads = threads
+
+
+def test_a_run_alone_gets_every_thread_overlapping_runs_a_share():
+    pool = SessionPool(Session, threads=4, workers=2)
+    first = pool.acquire()
+    second = pool.acquire()
+    assert (first.threads, second.threads) == (4, 2)
+    pool.release(first)
+    third = pool.acquire()  # `second` still runs: this one overlaps too
+    assert third.threads == 2 and third is not second
+    pool.release(second)
+    pool.release(third)
+    assert pool.acquire() is first
+
+
+def test_runs_beyond_the_workers_wait_for_a_session():
+    pool = SessionPool(Session, threads=2, workers=2)
+    held = [pool.acquire(), pool.acquire()]
+    got: list[Session] = []
+    waiter = threading.Thread(target=lambda: got.append(pool.acquire()))
+    waiter.start()
+    waiter.join(timeout=0.3)
+    assert waiter.is_alive() and not got  # blocked while both sessions run
+    pool.release(held[1])
+    waiter.join(timeout=10)
+    assert got == [held[1]]
+
+
+def test_one_worker_serialises_runs_on_one_session():
+    pool = SessionPool(Session, threads=2, workers=1)
+    solo = pool.acquire()
+    waiter = threading.Thread(target=pool.acquire)
+    waiter.start()
+    waiter.join(timeout=0.3)
+    assert waiter.is_alive()
+    pool.release(solo)
+    waiter.join(timeout=10)
+    assert not waiter.is_alive()
+
+
+def test_concurrent_requests_give_the_same_audio_as_one_at_a_time(config):
+    backend = OrtCpuBackend(threads=2, workers=2)
+    synthesizer = Synthesizer(VoiceRegistry(config, backend), config.text)
+
+    def render(text: str) -> np.ndarray:
+        return np.concatenate(
+            [c.samples for c in synthesizer.synthesize(text, options=SILENT_NOISE)]
+        )
+
+    alone = [render(text) for text in TEXTS]
+    with ThreadPoolExecutor(len(TEXTS)) as pool:
+        together = list(pool.map(render, TEXTS))
+    for one, other in zip(alone, together, strict=True):
+        np.testing.assert_allclose(one, other, atol=1e-5)
+    report = synthesizer.voices.get().info.stages[0]
+    assert (report.threads, report.workers) == (2, 2)
+
+
+def test_workers_from_config_only_for_the_service():
+    config = parse_config({"runtime": {"workers": 3, "artifacts": False}})
+    assert create_backend(config.runtime, concurrent=True)[0].workers == 3
+    assert create_backend(config.runtime)[0].workers == 1
+    auto = parse_config({"runtime": {"artifacts": False}})
+    assert create_backend(auto.runtime, concurrent=True)[0].workers == physical_cores_available()
+
+
+@pytest.mark.parametrize("value", [0, 65, "many"])
+def test_bad_worker_count_names_the_key(value):
+    with pytest.raises(ConfigError, match="runtime.workers"):
+        parse_config({"runtime": {"workers": value}})
