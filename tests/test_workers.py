@@ -97,5 +97,5 @@ def test_workers_from_config_only_for_the_service():
 
 @pytest.mark.parametrize("value", [0, 65, "many"])
 def test_bad_worker_count_names_the_key(value):
-    with pytest.raises(ConfigError, match="runtime.workers"):
+    with pytest.raises(ConfigError, match=r"runtime\.workers"):
         parse_config({"runtime": {"workers": value}})
