@@ -102,6 +102,10 @@ class RuntimeConfig(StrictModel):
         description="requests synthesized at once by `serve` (each with threads / workers); "
         "auto = physical cores available",
     )
+    precision: Literal["auto", "fp32", "fp16", "int8"] = Field(
+        "auto",
+        description="auto: the fastest variant that passes `fastvoice build`'s quality gate",
+    )
     artifacts: bool = Field(True, description="load what `fastvoice build` made for this box")
     build_on_start: bool = Field(
         True, description="`fastvoice serve` builds missing artifacts before it loads the voices"

@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+import logging
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from daemon.config import Config
+from daemon.config import Config, VoiceConfig
+from daemon.errors import BackendError
 from daemon.runtime.artifacts import Artifact
-from daemon.runtime.ort_cpu import OrtCpuBackend
-from daemon.voices.vits import voice_files
-from edge_build.ort_optimize import build_ort_artifact
+from daemon.runtime.ort_cpu import WHOLE, OrtCpuBackend
+from daemon.voices.vits import VitsVoice, voice_files
+from edge_build.ort_optimize import build_ort_artifact, write_precision_choice
+from edge_build.precision import VARIANTS, make_variant
+from edge_build.quality_gate import evaluate
 from edge_build.vits_split import split_vits
 
+log = logging.getLogger(__name__)
 PARTS = ("encoder", "decoder")
 
 
@@ -29,40 +34,94 @@ class BuildResult:
 def build_voices(
     config: Config, store: Path, force: bool = False, verify: bool = False
 ) -> list[BuildResult]:
-    backend = OrtCpuBackend(artifact_store=store)
+    backend = OrtCpuBackend(artifact_store=store, precision="fp32")
     results = []
     for name, voice_config in sorted(config.voices.items()):
         model, _ = voice_files(name, voice_config)
         stage = f"{name}/vits"
-        started = time.perf_counter()
-        found = [backend.find_artifact(model, part)[0] for part in PARTS]
-        if None in found:
-            whole = backend.find_artifact(model)[0]  # a graph that does not split
-            found = [whole] if whole is not None else found
-        problems = [p for a in found if a is not None and verify for p in a.verify()]
-        if None in found or force or problems:
-            built = build_parts(model, store, stage)
-            status = ("rebuilt: " + "; ".join(problems)) if problems else "built"
-        else:
-            built, status = found, "up to date"
-        for artifact in built:
-            part = artifact.manifest["part"]
-            seconds = time.perf_counter() - started
+        precision = config.runtime.precision
+        variants = VARIANTS if precision == "auto" else (precision,)
+        rebuilt = False
+        for variant in ("fp32", *(v for v in variants if v != "fp32")):
+            started = time.perf_counter()
+            found = _found(backend, model, variant)
+            problems = [p for a in found if a is not None and verify for p in a.verify()]
+            if None in found or force or problems:
+                try:
+                    built = build_parts(model, store, stage, variant)
+                except BackendError as error:
+                    if variant == "fp32" or precision != "auto":
+                        raise
+                    log.warning("%s: no %s variant: %s", stage, variant, error)
+                    continue
+                status = ("rebuilt: " + "; ".join(problems)) if problems else "built"
+                rebuilt = True
+            else:
+                built, status = found, "up to date"
+            for artifact in built:
+                label = f"{stage}/{artifact.manifest['part']}"
+                label += "" if variant == "fp32" else f"@{variant}"
+                results.append(
+                    BuildResult(
+                        name, label, status, artifact.directory, time.perf_counter() - started
+                    )
+                )
+        if precision == "auto":
             results.append(
-                BuildResult(name, f"{stage}/{part}", status, artifact.directory, seconds)
+                choose_precision(name, voice_config, model, store, stage, rebuilt or force)
             )
     return results
 
 
-def build_parts(model: Path, store: Path, stage: str) -> list[Artifact]:
-    """Encoder and decoder when the graph splits (streaming inside a sentence), else the whole."""
+def _found(backend: OrtCpuBackend, model: Path, precision: str) -> list[Artifact | None]:
+    found = [backend.find_artifact(model, part, precision)[0] for part in PARTS]
+    if None in found:
+        whole = backend.find_artifact(model, WHOLE, precision)[0]  # a graph that does not split
+        found = [whole] if whole is not None else found
+    return found
+
+
+def choose_precision(
+    name: str, voice_config: VoiceConfig, model: Path, store: Path, stage: str, again: bool
+) -> BuildResult:
+    """Runs the quality gate (once per box and model) and records what `auto` loads."""
+    started = time.perf_counter()
+    choice = OrtCpuBackend(artifact_store=store).precision_choice(model)[0]
+    if choice is None or again:
+
+        def load(precision: str) -> VitsVoice:
+            return VitsVoice(
+                name, voice_config, OrtCpuBackend(artifact_store=store, precision=precision)
+            )
+
+        chosen, reason, verdicts = evaluate(load, VARIANTS)
+        verdict = {
+            "chosen": chosen,
+            "reason": reason,
+            "verdicts": [v.as_dict() for v in verdicts],
+        }
+        choice = write_precision_choice(model, store, stage, verdict)
+        status = reason
+    else:
+        status = f"up to date: {choice.manifest['reason']}"
+    return BuildResult(
+        name, f"{stage}/precision", status, choice.directory, time.perf_counter() - started
+    )
+
+
+def build_parts(model: Path, store: Path, stage: str, precision: str = "fp32") -> list[Artifact]:
+    """Encoder and decoder when the graph splits (streaming inside a sentence), else the whole;
+    converted to `precision` first when it is not fp32."""
     store.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=store) as temp:
         parts = split_vits(model, Path(temp))
-        if parts is None:
-            return [build_ort_artifact(model, store, stage)]
-        encoder, decoder = parts
+        graphs = dict(zip(PARTS, parts, strict=True)) if parts is not None else {WHOLE: model}
+        if precision != "fp32":
+            graphs = {
+                part: make_variant(graph, precision, Path(temp) / f"{part}-{precision}.onnx")
+                for part, graph in graphs.items()
+            }
         return [
-            build_ort_artifact(model, store, stage, "encoder", encoder),
-            build_ort_artifact(model, store, stage, "decoder", decoder),
+            build_ort_artifact(model, store, stage, part, graph, precision)
+            for part, graph in graphs.items()
         ]

@@ -23,23 +23,32 @@ from daemon.runtime.artifacts import (
     sha256_file,
     source_identity,
 )
-from daemon.runtime.ort_cpu import ARTIFACT_OPTIONS, WHOLE, artifact_kind
+from daemon.runtime.ort_cpu import (
+    ARTIFACT_OPTIONS,
+    PRECISION_CHOICE_KIND,
+    WHOLE,
+    artifact_kind,
+)
 
 MODEL_FILE = "model.onnx"
 WEIGHTS_FILE = "model.weights"
 
 
 def build_ort_artifact(
-    source: Path, store: Path, stage: str, part: str = WHOLE, graph: Path | None = None
+    source: Path,
+    store: Path,
+    stage: str,
+    part: str = WHOLE,
+    graph: Path | None = None,
+    precision: str = "fp32",
 ) -> Artifact:
-    """Optimise `graph` (default: `source`, or the `part` of it that `graph` holds) and write it
-    with a manifest keyed by `source`; the directory appears whole or not at all."""
+    """Optimise `graph` (default: `source`, or the `part` of it, or a lower-precision copy, that
+    `graph` holds) and write it with a manifest keyed by `source`; the directory appears whole
+    or not at all."""
     import onnxruntime as ort
 
-    store.mkdir(parents=True, exist_ok=True)
-    kind = artifact_kind(part)
-    directory = store / artifact_key(source, kind, ARTIFACT_OPTIONS, ort.__version__)
-    work = Path(tempfile.mkdtemp(prefix=".build-", dir=store))
+    kind = artifact_kind(part, precision)
+    directory, work = _work_directory(store, source, kind)
     try:
         session_options = ort.SessionOptions()
         session_options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
@@ -63,6 +72,7 @@ def build_ort_artifact(
             "kind": kind,
             "stage": stage,
             "part": part,
+            "precision": precision,
             "source": {**source_identity(source), "sha256": sha256_file(source)},
             "onnxruntime": ort.__version__,
             "options": ARTIFACT_OPTIONS,
@@ -78,14 +88,52 @@ def build_ort_artifact(
                 for role, name in (("model", MODEL_FILE), ("weights", WEIGHTS_FILE))
             },
         }
-        (work / MANIFEST).write_text(json.dumps(manifest, indent=2))
-        for path in work.iterdir():
-            os.chmod(path, 0o644)
-        os.chmod(work, 0o755)
-        if directory.exists():
-            shutil.rmtree(directory)
-        os.replace(work, directory)
+        _install(work, directory, manifest)
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
         raise
     return Artifact(directory, manifest)
+
+
+def write_precision_choice(source: Path, store: Path, stage: str, verdict: dict) -> Artifact:
+    """Records the quality gate's verdict for `source` (what `precision: auto` loads)."""
+    import onnxruntime as ort
+
+    directory, work = _work_directory(store, source, PRECISION_CHOICE_KIND)
+    manifest = {
+        "format": 1,
+        "kind": PRECISION_CHOICE_KIND,
+        "stage": stage,
+        "source": {**source_identity(source), "sha256": sha256_file(source)},
+        "onnxruntime": ort.__version__,
+        "machine": machine_id(),
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "files": {},
+        **verdict,
+    }
+    try:
+        _install(work, directory, manifest)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    return Artifact(directory, manifest)
+
+
+def _work_directory(store: Path, source: Path, kind: str) -> tuple[Path, Path]:
+    """The artifact's final directory and a temporary one beside it to build in."""
+    import onnxruntime as ort
+
+    store.mkdir(parents=True, exist_ok=True)
+    directory = store / artifact_key(source, kind, ARTIFACT_OPTIONS, ort.__version__)
+    return directory, Path(tempfile.mkdtemp(prefix=".build-", dir=store))
+
+
+def _install(work: Path, directory: Path, manifest: dict) -> None:
+    """Manifest last, then one rename: readers see the whole artifact or none."""
+    (work / MANIFEST).write_text(json.dumps(manifest, indent=2))
+    for path in work.iterdir():
+        os.chmod(path, 0o644)
+    os.chmod(work, 0o755)
+    if directory.exists():
+        shutil.rmtree(directory)
+    os.replace(work, directory)

@@ -482,7 +482,10 @@ def test_first_start_builds_the_artifacts(broker, capture, tmp_path):
     store = tmp_path / "artifacts"
     running = Daemon(broker, tmp_path, capture.env(), runtime={"artifact_dir": str(store)})
     try:
-        assert len(list(store.glob("*/manifest.json"))) == 2, "encoder and decoder"
+        kinds = {json.loads(m.read_text())["kind"] for m in store.glob("*/manifest.json")}
+        parts = {f"ort-optimized-onnx/{part}" for part in ("encoder", "decoder")}
+        variants = {f"{kind}@{p}" for kind in parts for p in ("fp16", "int8")}
+        assert kinds == parts | variants | {"ort-precision-choice"}
         _, info, _ = running.recorder.wait_for(lambda t, p: t.endswith("/status/info"))
         stages = json.loads(info)["voices"][0]["stages"]
         assert all(any(note.startswith("artifact ") for note in s["notes"]) for s in stages)

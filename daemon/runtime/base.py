@@ -31,6 +31,7 @@ class StageReport:
     load_rss_bytes: int  # process RSS growth while loading; 0 if freed memory was reused
     threads: int | None = None  # intra-op threads of a run alone
     workers: int = 1  # runs at once (each with threads / workers when they overlap)
+    precision: str = "fp32"
     notes: tuple[str, ...] = field(default_factory=tuple)
 
     def as_dict(self) -> dict[str, Any]:
@@ -44,6 +45,7 @@ class StageReport:
             "load_rss_bytes": self.load_rss_bytes,
             "threads": self.threads,
             "workers": self.workers,
+            "precision": self.precision,
             "notes": list(self.notes),
         }
 

@@ -34,11 +34,15 @@ PROVIDER = "CPUExecutionProvider"
 ARTIFACT_KIND = "ort-optimized-onnx"
 ARTIFACT_OPTIONS = {"graph_optimization_level": "all", "weights": "external, memory-mapped"}
 WHOLE = "whole"
+# The quality gate's verdict for one source model: which precision `auto` loads, and why.
+PRECISION_CHOICE_KIND = "ort-precision-choice"
 
 
-def artifact_kind(part: str) -> str:
-    """Artifacts may hold a whole graph or one part of it (e.g. a VITS encoder or decoder)."""
-    return ARTIFACT_KIND if part == WHOLE else f"{ARTIFACT_KIND}/{part}"
+def artifact_kind(part: str, precision: str = "fp32") -> str:
+    """Artifacts may hold a whole graph or one part of it (e.g. a VITS encoder or decoder),
+    in full precision or as a variant (`.../encoder@int8`)."""
+    kind = ARTIFACT_KIND if part == WHOLE else f"{ARTIFACT_KIND}/{part}"
+    return kind if precision == "fp32" else f"{kind}@{precision}"
 
 
 def physical_cores_available() -> int:
@@ -126,11 +130,16 @@ class OrtCpuBackend(Backend):
     name = "ort-cpu"
 
     def __init__(
-        self, threads: int | None = None, artifact_store: Path | None = None, workers: int = 1
+        self,
+        threads: int | None = None,
+        artifact_store: Path | None = None,
+        workers: int = 1,
+        precision: str = "auto",
     ) -> None:
         self.threads = threads or physical_cores_available()
         self.workers = workers
         self.artifact_store = artifact_store
+        self.precision = precision
 
     def session_options(self, optimized: bool = False, threads: int | None = None):
         """Full optimisation, unless the graph is an artifact that was optimised at build time."""
@@ -154,23 +163,47 @@ class OrtCpuBackend(Backend):
         options.log_severity_level = 3
         return options
 
-    def find_artifact(self, model_path: Path, part: str = WHOLE) -> tuple[Artifact | None, str]:
+    def _find(self, model_path: Path, kind: str) -> tuple[Artifact | None, str]:
         import onnxruntime as ort
 
         if self.artifact_store is None:
             return None, "artifacts disabled"
-        kind = artifact_kind(part)
         return find_artifact(
             self.artifact_store, model_path, kind, ARTIFACT_OPTIONS, ort.__version__
         )
 
+    def find_artifact(
+        self, model_path: Path, part: str = WHOLE, precision: str = "fp32"
+    ) -> tuple[Artifact | None, str]:
+        return self._find(model_path, artifact_kind(part, precision))
+
+    def precision_choice(self, model_path: Path) -> tuple[Artifact | None, str]:
+        """The quality gate's verdict for this model (written by `fastvoice build`)."""
+        return self._find(model_path, PRECISION_CHOICE_KIND)
+
+    def precision_for(self, model_path: Path) -> tuple[str, str]:
+        """The precision to load and why: the config's, or for `auto` the quality gate's choice
+        made by `fastvoice build` on this box; fp32 until there is one."""
+        if self.precision == "fp32":
+            return "fp32", "fp32: chosen in config"
+        if self.precision != "auto":
+            return self.precision, f"{self.precision}: chosen in config"
+        choice, reason = self.precision_choice(model_path)
+        if choice is None:
+            return "fp32", f"auto: fp32, no quality-gate result ({reason})"
+        return choice.manifest["chosen"], choice.manifest["reason"]
+
     def has_part(self, model_path: Path, part: str) -> bool:
-        return self.find_artifact(model_path, part)[0] is not None
+        precision, _ = self.precision_for(model_path)
+        return self.find_artifact(model_path, part, precision)[0] is not None
 
     def load(self, model_path: Path, stage: str, part: str = WHOLE) -> Stage:
         import onnxruntime as ort
 
-        artifact, reason = self.find_artifact(model_path, part)
+        precision, precision_reason = self.precision_for(model_path)
+        artifact, reason = self.find_artifact(model_path, part, precision)
+        if artifact is None and precision != "fp32":
+            raise BackendError(f"{stage}: {precision} was asked for but {reason}")
         if artifact is None and part != WHOLE:
             raise BackendError(f"{stage}: {reason}")
         if artifact is None and self.artifact_store is not None:
@@ -206,6 +239,7 @@ class OrtCpuBackend(Backend):
             load_rss_bytes=max(0, psutil.Process().memory_info().rss - rss_before),
             threads=self.threads,
             workers=self.workers,
-            notes=(f"onnxruntime {ort.__version__}", reason),
+            precision=precision,
+            notes=(f"onnxruntime {ort.__version__}", reason, precision_reason),
         )
         return OrtCpuStage(pool, report)

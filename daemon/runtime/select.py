@@ -19,7 +19,9 @@ def create_backend(config: RuntimeConfig, concurrent: bool = False) -> tuple[Bac
     if concurrent:
         workers = physical_cores_available() if config.workers == "auto" else config.workers
     store = (config.artifact_dir or default_store()) if config.artifacts else None
-    backend = OrtCpuBackend(threads=threads, artifact_store=store, workers=workers)
+    backend = OrtCpuBackend(
+        threads=threads, artifact_store=store, workers=workers, precision=config.precision
+    )
     if config.backend == "auto":
         return backend, "auto: ort-cpu is the only backend in this install"
     return backend, f"{config.backend}: chosen in config"

@@ -1,0 +1,42 @@
+"""Lower-precision copies of a graph (fp16, int8), for the quality gate to accept or refuse.
+
+fp16: every float tensor in half precision, inputs and outputs kept fp32 (casts at the edges),
+ops without fp16 kernels left in fp32 (ONNX Runtime's float16 converter's block list).
+int8: weights quantized to unsigned 8 bits, activations quantized per run (dynamic
+quantization), the only int8 mode that needs no calibration data.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from daemon.errors import BackendError
+
+VARIANTS = ("fp16", "int8")
+
+
+def make_variant(graph: Path, precision: str, out: Path) -> Path:
+    """Writes `graph` converted to `precision` at `out`."""
+    import onnx
+
+    try:
+        if precision == "fp16":
+            from onnxruntime.transformers.float16 import convert_float_to_float16
+
+            model = convert_float_to_float16(onnx.load(str(graph)), keep_io_types=True)
+            onnx.save(model, str(out))
+        elif precision == "int8":
+            from onnxruntime.quantization import QuantType, quantize_dynamic
+
+            quiet = logging.getLogger().level
+            logging.getLogger().setLevel(logging.ERROR)  # the quantizer's advice goes to root
+            try:
+                quantize_dynamic(str(graph), str(out), weight_type=QuantType.QUInt8)
+            finally:
+                logging.getLogger().setLevel(quiet)
+        else:
+            raise ValueError(f"unknown precision {precision!r}")
+    except (ValueError, RuntimeError, onnx.onnx_cpp2py_export.checker.ValidationError) as error:
+        raise BackendError(f"cannot convert {graph.name} to {precision}: {error}") from error
+    return out

