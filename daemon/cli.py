@@ -228,6 +228,18 @@ def cmd_build(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bench(args: argparse.Namespace) -> int:
+    """The side-by-side benchmark lives with the operator's tools in the source checkout."""
+    import runpy
+
+    script = Path(__file__).resolve().parent.parent / "tools" / "bench.py"
+    if not script.is_file():
+        raise FastvoiceError(f"{script} not found: `fastvoice bench` runs from a source checkout")
+    sys.argv = [str(script), *args.bench_args]
+    runpy.run_path(str(script), run_name="__main__")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
@@ -295,6 +307,15 @@ def build_parser() -> argparse.ArgumentParser:
     build.add_argument("--verify", action="store_true", help="check every file's sha256 too")
     build.set_defaults(handler=cmd_build)
 
+    bench = commands.add_parser(
+        "bench",
+        parents=[common],
+        help="fastvoice against stock piper-tts, side by side (tools/bench.py; see its --help)",
+        add_help=False,
+    )
+    bench.add_argument("bench_args", nargs=argparse.REMAINDER, help="options for tools/bench.py")
+    bench.set_defaults(handler=cmd_bench)
+
     voices = commands.add_parser("voices", parents=[common], help="list voices and their backend")
     voices.add_argument("--json", action="store_true", help="machine-readable output")
     voices.set_defaults(handler=cmd_voices)
@@ -311,7 +332,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(argv)
+    if args.command == "bench":
+        args.bench_args = [*unknown, *args.bench_args]  # they are tools/bench.py's options
+    elif unknown:
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     setup_logging(args.verbose)
     try:
         return args.handler(args)

@@ -182,3 +182,11 @@ def test_raw_stream_holds_the_same_audio_as_the_wav(tmp_path):
     with wave.open(str(out)) as wav:
         from_wav = np.frombuffer(wav.readframes(wav.getnframes()), np.int16)
     np.testing.assert_allclose(np.frombuffer(raw.stdout, np.int16), from_wav, atol=2)
+
+
+def test_bench_command_hands_its_options_to_the_benchmark():
+    result = run_cli("bench", "--help")
+    assert result.returncode == 0, result.stderr
+    assert b"--max-clients" in result.stdout and b"stock piper-tts" in result.stdout
+    unknown = run_cli("say", "Hi.", "--bogus")
+    assert unknown.returncode == 2 and b"unrecognized arguments: --bogus" in unknown.stderr

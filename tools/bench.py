@@ -7,7 +7,10 @@ only) and word error rate (pocketsphinx, when installed). Medians with min-max; 
 noisy, so compare ratios from one run. fastvoice runs as deployed: artifacts built first
 (`fastvoice build`), phrase cache off except for its own row.
 
-Run: .venv/bin/python tools/bench.py [--runs 5] [--out bench-out]
+fastvoice serves concurrent requests with its parallel workers (`runtime.workers: auto`), as
+the service does; stock Piper has one session.
+
+Run: .venv/bin/python tools/bench.py [--runs 5] [--out bench-out]   (or: fastvoice bench ...)
 Writes bench.md, bench.json and bench.png (when matplotlib is installed) under --out.
 """
 
@@ -35,10 +38,11 @@ from piper import PiperVoice  # noqa: E402
 
 from daemon.cache import PhraseCache  # noqa: E402
 from daemon.config import parse_config  # noqa: E402
-from daemon.runtime.ort_cpu import OrtCpuBackend  # noqa: E402
+from daemon.runtime.select import create_backend  # noqa: E402
 from daemon.synthesizer import Synthesizer  # noqa: E402
 from daemon.voices.registry import VoiceRegistry  # noqa: E402
 from edge_build.build import build_voices  # noqa: E402
+from edge_build.quality_gate import transcriber, word_error_rate  # noqa: E402
 
 RATE = 22050
 TEXTS = {
@@ -137,25 +141,11 @@ def concurrency(stream: Stream, clients: int, seconds: float) -> tuple[float, bo
 
 
 def wer_of(stream: Stream) -> float | None:
-    try:
-        import jiwer
-        import soxr
-        from pocketsphinx import Decoder
-    except ImportError:
+    transcribe = transcriber()
+    if transcribe is None:
         return None
-    decoder = Decoder(samprate=16000, loglevel="FATAL")
-    references, hypotheses = [], []
-    clean = jiwer.Compose([jiwer.ToLowerCase(), jiwer.RemovePunctuation(), jiwer.Strip()])
-    for text in TEXTS.values():
-        audio = np.concatenate(list(stream(text)))
-        pcm = (np.clip(soxr.resample(audio, RATE, 16000), -1, 1) * 32767).astype(np.int16)
-        decoder.start_utt()
-        decoder.process_raw(pcm.tobytes(), full_utt=True)
-        decoder.end_utt()
-        hypothesis = decoder.hyp()
-        references.append(clean(text))
-        hypotheses.append(clean(hypothesis.hypstr if hypothesis else "") or "<nothing>")
-    return jiwer.wer(references, hypotheses)
+    hypotheses = [transcribe(np.concatenate(list(stream(text))), RATE) for text in TEXTS.values()]
+    return word_error_rate(list(TEXTS.values()), hypotheses)
 
 
 def main() -> None:
@@ -171,7 +161,7 @@ def main() -> None:
         store = Path(temp) / "fastvoice" / "artifacts"
         config = parse_config({"runtime": {"artifact_dir": str(store)}})
         build_voices(config, store)
-        registry = VoiceRegistry(config, OrtCpuBackend(artifact_store=store))
+        registry = VoiceRegistry(config, create_backend(config.runtime, concurrent=True)[0])
         ours = Synthesizer(registry, config.text)
         stock = PiperVoice.load(model_path(), config_path())
         streams: dict[str, Stream] = {

@@ -240,6 +240,6 @@ class OrtCpuBackend(Backend):
             threads=self.threads,
             workers=self.workers,
             precision=precision,
-            notes=(f"onnxruntime {ort.__version__}", reason, precision_reason),
+            notes=(f"onnxruntime {ort.__version__}", precision_reason, reason),
         )
         return OrtCpuStage(pool, report)
