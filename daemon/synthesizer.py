@@ -43,7 +43,12 @@ class Synthesizer:
         self, text: object, voice: str | None = None, options: SpeechOptions | None = None
     ) -> Iterator[AudioChunk]:
         """Yields chunks as they are made. Bad text or voice raises before any audio."""
-        options = options or SpeechOptions()
+        with self.voices.backend.request():
+            yield from self._synthesize(text, voice, options or SpeechOptions())
+
+    def _synthesize(
+        self, text: object, voice: str | None, options: SpeechOptions
+    ) -> Iterator[AudioChunk]:
         sentences = prepare(text, self.text_config)
         chosen = self.voices.get(voice)
         rate = chosen.info.sample_rate

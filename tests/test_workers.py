@@ -10,7 +10,7 @@ import pytest
 
 from daemon.config import parse_config
 from daemon.errors import ConfigError
-from daemon.runtime.ort_cpu import OrtCpuBackend, SessionPool, physical_cores_available
+from daemon.runtime.ort_cpu import Load, OrtCpuBackend, SessionPool, physical_cores_available
 from daemon.runtime.select import create_backend
 from daemon.synthesizer import Synthesizer
 from daemon.voices.base import SpeechOptions
@@ -32,7 +32,7 @@ class Session:
 
 
 def test_a_run_alone_gets_every_thread_overlapping_runs_a_share():
-    pool = SessionPool(Session, threads=4, workers=2)
+    pool = SessionPool(Session, threads=4, workers=2, load=Load())
     first = pool.acquire()
     second = pool.acquire()
     assert (first.threads, second.threads) == (4, 2)
@@ -44,8 +44,21 @@ def test_a_run_alone_gets_every_thread_overlapping_runs_a_share():
     assert pool.acquire() is first
 
 
+def test_while_requests_overlap_even_a_lone_run_gets_a_share():
+    load = Load()
+    pool = SessionPool(Session, threads=4, workers=2, load=load)
+    with load.request():
+        assert pool.acquire().threads == 4  # one request: all the cores
+        pool.release(pool.solo)
+        with load.request():  # another request is phonemizing, between its runs
+            narrow = pool.acquire()
+            assert narrow.threads == 2
+            pool.release(narrow)
+        assert pool.acquire() is pool.solo
+
+
 def test_runs_beyond_the_workers_wait_for_a_session():
-    pool = SessionPool(Session, threads=2, workers=2)
+    pool = SessionPool(Session, threads=2, workers=2, load=Load())
     held = [pool.acquire(), pool.acquire()]
     got: list[Session] = []
     waiter = threading.Thread(target=lambda: got.append(pool.acquire()))
@@ -58,7 +71,7 @@ def test_runs_beyond_the_workers_wait_for_a_session():
 
 
 def test_one_worker_serialises_runs_on_one_session():
-    pool = SessionPool(Session, threads=2, workers=1)
+    pool = SessionPool(Session, threads=2, workers=1, load=Load())
     solo = pool.acquire()
     waiter = threading.Thread(target=pool.acquire)
     waiter.start()

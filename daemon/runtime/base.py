@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -73,6 +74,11 @@ class Backend(ABC):
     @abstractmethod
     def load(self, model_path: Path, stage: str, part: str = "whole") -> Stage:
         """Load one stage (or a built part of its graph); raises BackendError on failure."""
+
+    def request(self) -> AbstractContextManager[None]:
+        """Held while one request is in progress: backends that share the cores between
+        concurrent requests size each run by how many there are."""
+        return nullcontext()
 
     def has_part(self, model_path: Path, part: str) -> bool:
         """Whether `fastvoice build` made `part` of this model for this backend."""

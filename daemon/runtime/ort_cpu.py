@@ -17,7 +17,8 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -79,32 +80,66 @@ def _register_shared_arena() -> None:
         _shared_arena_registered = True
 
 
-class SessionPool:
-    """Sessions of one graph: `solo` for a run alone, `workers` narrow ones for overlapping runs.
+class Load:
+    """Requests in progress on one backend, whichever stage they are in."""
 
-    At most `workers` runs are in flight; a further one waits for a session to come back.
+    def __init__(self) -> None:
+        self.active = 0
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def request(self) -> Iterator[None]:
+        with self._lock:
+            self.active += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self.active -= 1
+
+
+class SessionPool:
+    """Sessions of one graph: `solo`, with every thread, for a run while no other request is in
+    progress; `workers` narrow ones for runs while requests overlap (a request between two runs,
+    phonemizing, still holds its share of the cores). At most `workers` runs are in flight; a
+    further one waits for a session to come back.
     """
 
-    def __init__(self, make: Callable[[int], object], threads: int, workers: int) -> None:
+    def __init__(
+        self, make: Callable[[int], object], threads: int, workers: int, load: Load
+    ) -> None:
         self.threads = threads
         self.workers = workers
         self.narrow_threads = max(1, threads // workers)
+        self.load = load
         self.solo = make(threads)
+        self._solo_busy = False
         self._idle = [make(self.narrow_threads) for _ in range(workers if workers > 1 else 0)]
         self._in_flight = 0
         self._cond = threading.Condition()
 
+    def _pick(self):
+        if self._in_flight >= self.workers:
+            return None
+        alone = self._in_flight == 0 and self.load.active <= 1
+        if not self._solo_busy and (alone or not self._idle):
+            self._solo_busy = True
+            return self.solo
+        return self._idle.pop() if self._idle else None
+
     def acquire(self):
         with self._cond:
-            while self._in_flight >= self.workers or (self._in_flight and not self._idle):
+            while (session := self._pick()) is None:
                 self._cond.wait()
             self._in_flight += 1
-            return self.solo if self._in_flight == 1 else self._idle.pop()
+            return session
 
     def release(self, session) -> None:
         with self._cond:
             self._in_flight -= 1
-            if session is not self.solo:
+            if session is self.solo:
+                self._solo_busy = False
+            else:
                 self._idle.append(session)
             self._cond.notify()
 
@@ -140,6 +175,10 @@ class OrtCpuBackend(Backend):
         self.workers = workers
         self.artifact_store = artifact_store
         self.precision = precision
+        self.requests = Load()
+
+    def request(self) -> AbstractContextManager[None]:
+        return self.requests.request()
 
     def session_options(self, optimized: bool = False, threads: int | None = None):
         """Full optimisation, unless the graph is an artifact that was optimised at build time."""
@@ -157,9 +196,12 @@ class OrtCpuBackend(Backend):
         options.intra_op_num_threads = threads or self.threads
         options.inter_op_num_threads = 1
         options.add_session_config_entry("session.use_env_allocators", "1")
-        # Each session has its own thread pool; a pool that spins after its run starves the next
-        # session's (a VITS encoder then decoder, or parallel workers) on a small CPU.
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        # Each session has its own thread pool. Spinning between the ops of a run saves a wake-up
+        # per op (10% on a short sentence); a pool that went on spinning after its run would
+        # starve the next session's (a VITS encoder then decoder, or parallel workers), so it
+        # stops when the run ends.
+        options.add_session_config_entry("session.intra_op.allow_spinning", "1")
+        options.add_session_config_entry("session.force_spinning_stop", "1")
         options.log_severity_level = 3
         return options
 
@@ -220,7 +262,7 @@ class OrtCpuBackend(Backend):
             )
 
         try:
-            pool = SessionPool(make, self.threads, self.workers)
+            pool = SessionPool(make, self.threads, self.workers, self.requests)
         except Exception as error:
             raise BackendError(f"{stage}: cannot load {model_path}: {error}") from error
         load_s = time.perf_counter() - started

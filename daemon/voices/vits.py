@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import json
 import threading
+import time
 import unicodedata
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -20,17 +21,17 @@ from daemon.voices.base import SpeechOptions, SpeechPiece, Voice, VoiceInfo
 
 REQUIRED_INPUTS = {"input", "input_lengths", "scales"}
 # Streaming decode (86 latent frames = 1 s of audio): a sentence longer than STREAM_MIN_FRAMES
-# is decoded as a small first window (its audio can play at once), then windows that grow
-# WINDOW_GROWTH times up to MAX_WINDOW_FRAMES, each with CONTEXT_FRAMES of context on both sides.
-# Growing 4x keeps each decode shorter than the audio already made at real-time factors up to
-# about 0.2 (a 2-core x86 box runs at 0.08-0.11), so playback never waits mid-sentence.
-# The decoder's receptive field is under 16 frames, so the joined windows equal one whole
-# decode; the extra work is 2 x 16 frames a window.
+# is decoded as a small first window (its audio can play at once), then windows sized from the
+# decode speed just measured, so that each ends within BUDGET_SHARE of the audio still ahead of
+# playback: few windows (little context overhead) on a fast box, small ones on a slow or busy
+# one, never a gap mid-sentence. Each window has CONTEXT_FRAMES of context on both sides; the
+# decoder's receptive field is under 16 frames, so the joined windows equal one whole decode.
+# MAX_WINDOW_FRAMES bounds the decoder's activation memory.
 STREAM_MIN_FRAMES = 256
 FIRST_WINDOW_FRAMES = 32
-WINDOW_GROWTH = 4
-MAX_WINDOW_FRAMES = 512
+MAX_WINDOW_FRAMES = 1024
 CONTEXT_FRAMES = 16
+BUDGET_SHARE = 0.5
 GAIN_RAMP_S = 0.005
 # espeak-ng keeps global state (the selected voice): one phonemizer call at a time per process.
 _ESPEAK_LOCK = threading.Lock()
@@ -240,13 +241,14 @@ class VitsVoice(Voice):
         yield self.whole.run(feeds)[0].reshape(-1).astype(np.float32), True
 
     def _decode_windows(self, feeds: Mapping[str, np.ndarray]) -> Iterator[tuple[np.ndarray, bool]]:
-        """Encoder once, then the decoder over growing windows of latent frames with context."""
+        """Encoder once, then the decoder over windows of latent frames with context."""
         assert self.encoder is not None and self.decoder is not None
         latent = dict(
             zip((s.name for s in self.encoder.outputs), self.encoder.run(feeds), strict=True)
         )
         frames = max(value.shape[-1] for value in latent.values())
-        start = 0
+        rate = self.piper.sample_rate
+        start, made_s, first_yield = 0, 0.0, 0.0
         size = FIRST_WINDOW_FRAMES if frames > STREAM_MIN_FRAMES else frames
         while start < frames:
             end = min(frames, start + size)
@@ -257,10 +259,17 @@ class VitsVoice(Voice):
                 name: value[..., left:right] if value.shape[-1] == frames else value
                 for name, value in latent.items()
             }
+            began = time.perf_counter()
             audio = self.decoder.run(window)[0].reshape(-1).astype(np.float32)
+            frames_per_s = (right - left) / max(time.perf_counter() - began, 1e-6)
             hop = len(audio) // (right - left)
-            yield audio[(start - left) * hop : (end - left) * hop], end == frames
-            start, size = end, min(size * WINDOW_GROWTH, MAX_WINDOW_FRAMES)
+            piece = audio[(start - left) * hop : (end - left) * hop]
+            made_s += len(piece) / rate
+            first_yield = first_yield or time.perf_counter()
+            yield piece, end == frames
+            ahead_s = made_s - (time.perf_counter() - first_yield)  # if playback began at once
+            budget = int(BUDGET_SHARE * ahead_s * frames_per_s) - 2 * CONTEXT_FRAMES
+            start, size = end, min(max(budget, FIRST_WINDOW_FRAMES), MAX_WINDOW_FRAMES)
 
 
 class _StreamingGain:
