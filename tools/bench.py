@@ -140,12 +140,14 @@ def concurrency(stream: Stream, clients: int, seconds: float) -> tuple[float, bo
     return len(done) / (time.perf_counter() - started) * 60, realtime[0]
 
 
-def wer_of(stream: Stream) -> float | None:
+def wer_of(stream: Stream, repeats: int) -> float | None:
+    """Over `repeats` renderings of every text: with the voice's noise on, each differs."""
     transcribe = transcriber()
     if transcribe is None:
         return None
-    hypotheses = [transcribe(np.concatenate(list(stream(text))), RATE) for text in TEXTS.values()]
-    return word_error_rate(list(TEXTS.values()), hypotheses)
+    texts = list(TEXTS.values()) * repeats
+    hypotheses = [transcribe(np.concatenate(list(stream(text))), RATE) for text in texts]
+    return word_error_rate(texts, hypotheses)
 
 
 def main() -> None:
@@ -200,7 +202,7 @@ def main() -> None:
             results[system]["concurrent requests faster than real time"] = {
                 "median": max([n for n, (_, ok) in levels.items() if ok], default=0)
             }
-            wer = wer_of(streams[system])
+            wer = wer_of(streams[system], args.runs)
             if wer is not None:
                 results[system]["word error rate (pocketsphinx)"] = {"median": wer}
         cached = Synthesizer(registry, config.text, PhraseCache(Path(temp) / "phrases", 10**8))
