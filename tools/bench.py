@@ -154,7 +154,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=8.0, help="per concurrency level")
-    parser.add_argument("--max-clients", type=int, default=4)
+    parser.add_argument(
+        "--max-clients", type=int, default=64, help="concurrency levels 1, 2, 4, ... up to this"
+    )
     parser.add_argument("--out", type=Path, default=REPO / "bench-out")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -194,7 +196,8 @@ def main() -> None:
             results[system] = {row: stats(values) for row, values in samples[system].items()}
             levels = {
                 n: concurrency(streams[system], n, args.seconds)
-                for n in range(1, args.max_clients + 1)
+                for n in (2**k for k in range(args.max_clients.bit_length()))
+                if n <= args.max_clients
             }
             results[system]["throughput (utterances/min)"] = {
                 "median": max(rate for rate, _ in levels.values())
