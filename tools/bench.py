@@ -155,7 +155,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=8.0, help="per concurrency level")
     parser.add_argument(
-        "--max-clients", type=int, default=64, help="concurrency levels 1, 2, 4, ... up to this"
+        "--max-clients", type=int, default=16, help="concurrency levels 1, 2, 4, ... up to this"
     )
     parser.add_argument("--out", type=Path, default=REPO / "bench-out")
     args = parser.parse_args()
