@@ -182,7 +182,7 @@ def cmd_config_check(args: argparse.Namespace) -> int:
 def cmd_serve(args: argparse.Namespace) -> int:
     from daemon.service import serve
 
-    return serve(args.config)
+    return serve(args.config, wyoming=args.wyoming, unregister=args.unregister)
 
 
 def cmd_send(args: argparse.Namespace) -> int:
@@ -283,6 +283,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     serve = commands.add_parser(
         "serve", parents=[common], help="run the service: MQTT commands, queue, playback"
+    )
+    serve.add_argument(
+        "--wyoming", metavar="URI", help="also serve Wyoming here, e.g. tcp://0.0.0.0:10200"
+    )
+    serve.add_argument(
+        "--unregister",
+        action="store_true",
+        help="remove this box's Home Assistant entities (empty retained configs) and exit",
     )
     serve.set_defaults(handler=cmd_serve)
 

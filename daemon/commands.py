@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -16,6 +16,7 @@ from daemon.validation import format_validation_error
 PAYLOAD_VERSION = 1
 Priority = Literal["low", "normal", "high", "critical"]
 PRIORITY_RANK: dict[str, int] = {"critical": 0, "high": 1, "normal": 2, "low": 3}
+ModelT = TypeVar("ModelT", bound=BaseModel)
 JobId = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")]
 
 
@@ -118,6 +119,19 @@ def say_schema() -> dict[str, Any]:
     """JSON Schema of the `say` payload, as published in docs/say.schema.json."""
     schema = SayCommand.model_json_schema()
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
+
+
+def parse_json_model(model: type[ModelT], payload: bytes, max_bytes: int) -> ModelT:
+    """A JSON object payload validated into `model` (the adapters' payloads: Hermes, ...)."""
+    return _validated(model, _json_object(_decode(payload, max_bytes)))
+
+
+def parse_voice(payload: bytes, max_bytes: int) -> str:
+    """A voice name as plain text (what Home Assistant's `select` sends)."""
+    name = _decode(payload, max_bytes).strip()
+    if not name or len(name) > 64:
+        raise CommandError(f"voice: {name[:40]!r} is not a voice name")
+    return name
 
 
 def parse_say(payload: bytes, max_bytes: int) -> SayCommand:

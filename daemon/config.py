@@ -239,6 +239,49 @@ class MqttConfig(StrictModel):
         return None
 
 
+TopicLevel = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$")]
+
+
+class HomeAssistantConfig(StrictModel):
+    """MQTT discovery: the box appears in Home Assistant as a device with its entities."""
+
+    discovery: bool = Field(False, description="publish retained discovery configs")
+    prefix: TopicLevel = Field("homeassistant", description="Home Assistant's discovery prefix")
+    node_id: TopicLevel | None = Field(
+        None, description="this box in discovery topics and unique ids; default: the host name"
+    )
+
+
+class HermesConfig(StrictModel):
+    """Rhasspy's Hermes TTS: hermes/tts/say → the same queue → hermes/tts/sayFinished."""
+
+    enabled: bool = False
+    site_id: TopicLevel = Field("default", description="answer `say` messages for this siteId")
+    any_site: bool = Field(False, description="answer `say` messages for every siteId")
+    remote_playback: bool = Field(
+        False, description="publish WAV to the site's audioServer playBytes instead of playing"
+    )
+    play_finished_timeout_s: float = Field(
+        120.0, gt=0, le=3600, description="send sayFinished anyway when playFinished never comes"
+    )
+
+
+class WyomingConfig(StrictModel):
+    uri: str | None = Field(
+        None,
+        pattern=r"^(tcp://[^\s/]+:[0-9]{1,5}|unix://\S+)$",
+        description="serve the Wyoming protocol here, e.g. tcp://0.0.0.0:10200",
+    )
+
+    @classmethod
+    def checked(cls, uri: str) -> WyomingConfig:
+        """From a command-line option; a bad URI is a ConfigError naming the option."""
+        try:
+            return cls(uri=uri)
+        except ValidationError as error:
+            raise ConfigError(f"--wyoming:\n{format_validation_error(error)}") from None
+
+
 class Config(StrictModel):
     """The whole file. Every default here is also written out in config/fastvoice.yaml."""
 
@@ -251,6 +294,9 @@ class Config(StrictModel):
     cache: CacheConfig = Field(default_factory=CacheConfig)
     queue: QueueConfig = Field(default_factory=QueueConfig)
     mqtt: MqttConfig = Field(default_factory=MqttConfig)
+    homeassistant: HomeAssistantConfig = Field(default_factory=HomeAssistantConfig)
+    hermes: HermesConfig = Field(default_factory=HermesConfig)
+    wyoming: WyomingConfig = Field(default_factory=WyomingConfig)
 
     @model_validator(mode="after")
     def _voices_exist(self) -> Config:

@@ -1,7 +1,8 @@
 """The broker connection: subscriptions, retained status with a last will, publishing.
 
 Commands are handed to plain callables by topic suffix; they run on paho's network thread, so
-they must only validate and enqueue.
+they must only validate and enqueue. Adapters (Hermes, Home Assistant) also subscribe to topics
+outside the base topic, by filter (wildcards allowed), with handlers that get the topic too.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from daemon.config import MqttConfig
 log = logging.getLogger(__name__)
 
 Handler = Callable[[bytes], None]
+TopicHandler = Callable[[str, bytes], None]
 
 
 def make_client(config: MqttConfig, client_id: str, persistent: bool):
@@ -45,11 +47,16 @@ def make_client(config: MqttConfig, client_id: str, persistent: bool):
 
 class MqttLink:
     def __init__(
-        self, config: MqttConfig, handlers: dict[str, Handler], on_online: Callable[[], None]
+        self,
+        config: MqttConfig,
+        handlers: dict[str, Handler],
+        on_online: Callable[[], None],
+        external: dict[str, TopicHandler] | None = None,
     ) -> None:
         self.config = config
         self.base = config.base_topic
         self.handlers = handlers
+        self.external = external or {}
         self.on_online = on_online
         self.connected = False
         client_id = config.client_id or f"fastvoice-{socket.gethostname()}"
@@ -61,6 +68,8 @@ class MqttLink:
         self.client.on_connect_fail = self._on_connect_fail
         self._last_failure: str | None = None
         self.client.on_message = self._on_message
+        for topic_filter, handler in self.external.items():
+            self.client.message_callback_add(topic_filter, self._external_callback(handler))
 
     def topic(self, suffix: str) -> str:
         return f"{self.base}/{suffix}"
@@ -96,7 +105,8 @@ class MqttLink:
         self.connected = True
         self._last_failure = None
         log.info("connected to %s:%d as %s", self.config.host, self.config.port, self.base)
-        client.subscribe([(self.topic(suffix), self.config.qos) for suffix in self.handlers])
+        topics = [self.topic(suffix) for suffix in self.handlers] + list(self.external)
+        client.subscribe([(topic, self.config.qos) for topic in topics])
         client.publish(self.topic("status"), "online", qos=1, retain=True)
         self.on_online()
 
@@ -121,3 +131,13 @@ class MqttLink:
             handler(message.payload)
         except Exception:
             log.exception("handler for %s failed", message.topic)
+
+    @staticmethod
+    def _external_callback(handler: TopicHandler):
+        def callback(_client, _userdata, message) -> None:
+            try:
+                handler(message.topic, message.payload)
+            except Exception:
+                log.exception("handler for %s failed", message.topic)
+
+        return callback

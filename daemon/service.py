@@ -20,10 +20,22 @@ from typing import Any
 import psutil
 
 from daemon import __version__, sdnotify
+from daemon.adapters.hermes import HermesTts
+from daemon.adapters.homeassistant import HomeAssistantDiscovery, node_id
+from daemon.adapters.homeassistant import unregister as unregister_discovery
+from daemon.adapters.wyoming_server import WyomingServer
 from daemon.audio.player import Player
 from daemon.cache import phrase_cache
-from daemon.commands import CommandError, parse_pause, parse_say, parse_stop, parse_volume
-from daemon.config import Config, load_config
+from daemon.commands import (
+    CommandError,
+    SayCommand,
+    parse_pause,
+    parse_say,
+    parse_stop,
+    parse_voice,
+    parse_volume,
+)
+from daemon.config import Config, WyomingConfig, load_config
 from daemon.errors import FastvoiceError
 from daemon.jobs import DuplicateJob, Job, JobQueue, QueueFull
 from daemon.mqtt import MqttLink
@@ -63,13 +75,34 @@ class Service:
                 self.player,
                 config.audio,
                 self.emit,
-                self._publish_audio,
+                self._publish,
                 config.queue.resume_interrupted,
                 name="speaker" if lane == 0 else f"publisher-{lane}",
                 accepts=None if lane == 0 else publish_only,
             )
             for lane in range(backend.workers)
         ]
+        self.listeners: list[Callable[[dict[str, Any]], None]] = []
+        external: dict[str, Callable[[str, bytes], None]] = {}
+        self.discovery = None
+        if config.homeassistant.discovery:
+            self.discovery = HomeAssistantDiscovery(config, self._publish)
+            external.update(self.discovery.subscriptions())
+        if config.hermes.enabled:
+            hermes = HermesTts(
+                config.hermes, config.queue.max_payload_bytes, self.submit, self._publish
+            )
+            external.update(hermes.subscriptions())
+            self.listeners.append(hermes.on_event)
+        self.wyoming = None
+        if config.wyoming.uri is not None:
+            self.wyoming = WyomingServer(
+                config.wyoming.uri,
+                self.synthesizer,
+                config.audio,
+                config.text,
+                lambda: self.default_voice,
+            )
         self.link = MqttLink(
             config.mqtt,
             {
@@ -77,9 +110,12 @@ class Service:
                 "stop": self.on_stop,
                 "volume": self.on_volume,
                 "pause": self.on_pause,
+                "voice": self.on_voice,
             },
             self._on_online,
+            external,
         )
+        self.default_voice = config.voice
         self.counts = {"accepted": 0, "finished": 0, "failed": 0, "rejected": 0, "interrupted": 0}
         self.latencies: deque[float] = deque(maxlen=500)
         self._stop = threading.Event()
@@ -90,30 +126,40 @@ class Service:
     def on_say(self, payload: bytes) -> None:
         try:
             command = parse_say(payload, self.config.queue.max_payload_bytes)
+        except CommandError as error:
+            self.emit("rejected", None, id=error.job_id, reason="invalid", message=str(error))
+            return
+        self.submit(command)
+
+    def submit(self, command: SayCommand) -> str | None:
+        """Checks and queues a command from any interface. None when accepted, else why not
+        (also sent as a `rejected` event)."""
+        try:
             prepare(command.text, self.config.text)
             if command.voice is not None and command.voice not in self.config.voices:
                 known = ", ".join(sorted(self.config.voices))
                 raise CommandError(f"unknown voice {command.voice!r} (known: {known})", command.id)
-        except CommandError as error:
-            self.emit("rejected", None, id=error.job_id, reason="invalid", message=str(error))
-            return
-        except FastvoiceError as error:
+        except (CommandError, FastvoiceError) as error:
             self.emit("rejected", None, id=command.id, reason="invalid", message=str(error))
-            return
+            return str(error)
+        if command.voice is None:
+            command = command.model_copy(update={"voice": self.default_voice})
         job = Job(command)
         try:
             self.queue.put(job)
         except DuplicateJob:
-            self.emit("rejected", job, reason="duplicate", message="this id was already accepted")
-            return
+            message = "this id was already accepted"
+            self.emit("rejected", job, reason="duplicate", message=message)
+            return message
         except QueueFull:
-            limit = self.config.queue.max_jobs
-            self.emit("rejected", job, reason="queue_full", message=f"{limit} jobs already queued")
-            return
+            message = f"{self.config.queue.max_jobs} jobs already queued"
+            self.emit("rejected", job, reason="queue_full", message=message)
+            return message
         self.counts["accepted"] += 1
         self.emit("queued", job, priority=command.priority, queue_depth=len(self.queue))
         if command.priority == "critical":
             self._make_room(job)
+        return None
 
     def _make_room(self, job: Job) -> None:
         """A critical job cuts short a non-critical one it would otherwise wait for."""
@@ -151,6 +197,19 @@ class Service:
         self.player.volume = volume
         self.link.publish(self.link.topic("volume/state"), f"{volume:g}", retain=True)
 
+    def on_voice(self, payload: bytes) -> None:
+        """Sets the voice of requests that name none (Home Assistant's voice `select`)."""
+        name = self._parsed(parse_voice, "voice", payload)
+        if name is None:
+            return
+        if name not in self.config.voices:
+            known = ", ".join(sorted(self.config.voices))
+            message = f"voice: unknown voice {name!r} (known: {known})"
+            self.emit("rejected", None, reason="invalid", message=message)
+            return
+        self.default_voice = name
+        self.link.publish(self.link.topic("voice/state"), name, retain=True)
+
     def on_pause(self, payload: bytes) -> None:
         """Pauses what is playing and the queue; jobs keep being accepted."""
         paused = self._parsed(parse_pause, "pause", payload)
@@ -174,9 +233,14 @@ class Service:
             self.latencies.append(job.first_audio - job.received)
         log.info("job %s %s %s", message["id"], event, fields.get("message", ""))
         self.link.publish_json("events", message)
+        for listener in self.listeners:
+            try:
+                listener(message)
+            except Exception:
+                log.exception("event listener failed on %s", message)
 
-    def _publish_audio(self, topic: str, payload: bytes) -> None:
-        self.link.publish(topic, payload)
+    def _publish(self, topic: str, payload: bytes | str, retain: bool = False) -> None:
+        self.link.publish(topic, payload, retain)
 
     def info(self) -> dict[str, Any]:
         voices = [self.voices.get(name).info.as_dict() for name in self.voices.names]
@@ -188,7 +252,7 @@ class Service:
         return {
             "v": 1,
             "version": __version__,
-            "default_voice": self.config.voice,
+            "default_voice": self.default_voice,
             "voices": voices,
             "backend": self.voices.backend.name,
             "backend_reason": self.backend_reason,
@@ -218,6 +282,9 @@ class Service:
         self.link.publish(self.link.topic("volume/state"), f"{self.player.volume:g}", retain=True)
         paused = "true" if self.queue.paused else "false"
         self.link.publish(self.link.topic("pause/state"), paused, retain=True)
+        self.link.publish(self.link.topic("voice/state"), self.default_voice, retain=True)
+        if self.discovery is not None:
+            self.discovery.announce()
 
     # --- lifecycle (main thread) ---
 
@@ -248,6 +315,11 @@ class Service:
         self.pregenerate()
         for speaker in self.speakers:
             speaker.start()
+        if self.wyoming is not None:
+            self.wyoming.start()
+            self.wyoming.ready.wait(30)
+            if self.wyoming.error is not None:
+                log.error("%s; serving MQTT only", self.wyoming.error)
         self.link.start()
         sdnotify.notify("READY=1")
         sdnotify.notify(f"STATUS=serving on {self.config.mqtt.host}:{self.config.mqtt.port}")
@@ -286,6 +358,8 @@ class Service:
         if new.mqtt != self.config.mqtt:
             log.warning("mqtt changes take effect after a restart")
         self.config = new
+        if self.default_voice not in new.voices:
+            self.default_voice = new.voice
         self.synthesizer.text_config = new.text
         for speaker in self.speakers:
             speaker.audio = new.audio
@@ -322,6 +396,8 @@ class Service:
                 next_stats = time.monotonic() + self.config.mqtt.stats_interval_s
                 self.link.publish_json("stats", self.stats())
         sdnotify.notify("STOPPING=1")
+        if self.wyoming is not None:
+            self.wyoming.shutdown()
         for speaker in self.speakers:
             speaker.shutdown()
         for speaker in self.speakers:
@@ -330,8 +406,17 @@ class Service:
         return 0
 
 
-def serve(config_path: Path | None) -> int:
+def serve(config_path: Path | None, wyoming: str | None = None, unregister: bool = False) -> int:
+    """Runs the service; `wyoming` overrides `wyoming.uri`; `unregister` removes the Home
+    Assistant entities instead, and exits."""
     from daemon.config import config_path_in_use
 
     path = config_path_in_use(config_path)
-    return Service(load_config(path), path).run()
+    config = load_config(path)
+    if wyoming is not None:
+        config = config.model_copy(update={"wyoming": WyomingConfig.checked(wyoming)})
+    if unregister:
+        count = unregister_discovery(config)
+        print(f"removed {count} Home Assistant entities of node {node_id(config)!r}")
+        return 0
+    return Service(config, path).run()

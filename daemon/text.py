@@ -70,6 +70,13 @@ def split_sentences(text: str, max_sentence_chars: int) -> list[str]:
     return sentences
 
 
+def complete_sentences_end(text: str) -> int:
+    """Where the complete sentences of text still arriving (streamed in chunks) end: the rest
+    may be the start of a sentence that goes on in the next chunk."""
+    ends = [match.end() for match in _SENTENCE_END.finditer(text)]
+    return ends[-1] if ends else 0
+
+
 def prepare(text: object, config: TextConfig) -> list[str]:
     """Validate and split a request's text; raises TextError naming the problem."""
     if not isinstance(text, str):

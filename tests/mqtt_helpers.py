@@ -76,10 +76,12 @@ class Recorder:
         client_id: str | None = None,
         configure: Callable[[mqtt.Client], None] | None = None,
         host: str = "127.0.0.1",
+        also: tuple[str, ...] = (),
     ) -> None:
         """With a `client_id`, the session persists: messages wait for it over a reconnect.
 
-        `configure` sets credentials or TLS on the client before it connects.
+        `configure` sets credentials or TLS on the client before it connects; `also` are more
+        topic filters to record (a peer protocol's topics outside the base topic).
         """
         self.base = base
         self.messages: queue.Queue[tuple[str, bytes, bool]] = queue.Queue()
@@ -95,17 +97,21 @@ class Recorder:
         if configure is not None:
             configure(self.client)
         self.client.connect(host, port)
-        self.client.subscribe(f"{base}/#", qos=1)
+        self.client.subscribe([(f"{base}/#", 1), *((topic, 1) for topic in also)])
         self.client.loop_start()
 
     def publish(self, suffix: str, payload: bytes | str) -> None:
+        self.publish_to(f"{self.base}/{suffix}", payload)
+
+    def publish_to(self, topic: str, payload: bytes | str, retain: bool = False) -> None:
         if not self.connected.wait(30):
             raise TimeoutError("the recorder could not reconnect")
-        self.client.publish(f"{self.base}/{suffix}", payload, qos=1).wait_for_publish(5)
+        self.client.publish(topic, payload, qos=1, retain=retain).wait_for_publish(5)
 
-    def wait_for(self, predicate, timeout: float = 60) -> tuple[str, bytes, bool]:
-        """The first message (seen earlier or arriving) that satisfies predicate(topic, payload)."""
-        for item in self.seen:
+    def wait_for(self, predicate, timeout: float = 60, since: int = 0) -> tuple[str, bytes, bool]:
+        """The first message (seen earlier, from index `since`, or arriving) that satisfies
+        predicate(topic, payload)."""
+        for item in self.seen[since:]:
             if predicate(item[0], item[1]):
                 return item
         deadline = time.monotonic() + timeout

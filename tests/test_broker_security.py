@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.daemon_helpers import Daemon, say
 from tests.mqtt_helpers import Broker
-from tests.test_service import Daemon, say
 
 
 @pytest.fixture

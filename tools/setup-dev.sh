@@ -17,3 +17,5 @@ fi
 python3 -m venv .venv
 .venv/bin/pip install -q --upgrade pip
 .venv/bin/pip install -q -e '.[cpu,test]'
+# Rhasspy's Hermes message classes for the Hermes tests; its paho-mqtt 1.x pin would replace ours.
+.venv/bin/pip install -q --no-deps 'rhasspy-hermes==0.6.2'

@@ -1,0 +1,1 @@
+"""Other protocols on top of the same queue and synthesizer: Home Assistant, Hermes, Wyoming."""

@@ -1,0 +1,183 @@
+"""Rhasspy's Hermes TTS over MQTT, on top of the same queue.
+
+`hermes/tts/say` becomes a job; when it ends, `hermes/tts/sayFinished` goes out once, with the
+request's `id`, `siteId` and `sessionId`; a refused or failed request gets `hermes/error/tts`
+instead. With `remote_playback`, the audio goes to the site's audio server as one WAV
+(`hermes/audioServer/<siteId>/playBytes/<requestId>`) and sayFinished waits for its
+`playFinished` (or for `play_finished_timeout_s`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from daemon.commands import CommandError, SayCommand, parse_json_model
+from daemon.config import HermesConfig
+
+log = logging.getLogger(__name__)
+
+SAY = "hermes/tts/say"
+SAY_FINISHED = "hermes/tts/sayFinished"
+ERROR = "hermes/error/tts"
+Publish = Callable[[str, str, bool], None]  # publish(topic, payload, retain)
+Submit = Callable[[SayCommand], "str | None"]  # None when accepted, else why not
+PLAIN_LEVEL = r"^[^/#+\x00]{1,128}$"
+
+
+class HermesSay(BaseModel):
+    """The `hermes/tts/say` payload (Rhasspy's TtsSay)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    text: str = Field(min_length=1)
+    site_id: str = Field("default", alias="siteId", pattern=PLAIN_LEVEL)
+    lang: str | None = None
+    id: str | None = Field(None, max_length=256)
+    session_id: str | None = Field(None, alias="sessionId", max_length=256)
+    volume: float | None = Field(None, ge=0.0, le=1.0)
+
+
+class HermesPlayFinished(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True)
+
+    id: str | None = None
+    session_id: str | None = Field(None, alias="sessionId")
+
+
+@dataclass
+class _Request:
+    say: HermesSay
+    timer: threading.Timer | None = field(default=None, repr=False)
+
+
+class HermesTts:
+    def __init__(
+        self, config: HermesConfig, max_payload_bytes: int, submit: Submit, publish: Publish
+    ) -> None:
+        self.config = config
+        self.max_payload_bytes = max_payload_bytes
+        self.submit = submit
+        self.publish = publish
+        self._requests: dict[str, _Request] = {}
+        self._lock = threading.Lock()
+
+    def subscriptions(self) -> dict[str, Callable[[str, bytes], None]]:
+        topics: dict[str, Callable[[str, bytes], None]] = {SAY: self.on_say}
+        if self.config.remote_playback:
+            site = "+" if self.config.any_site else self.config.site_id
+            topics[f"hermes/audioServer/{site}/playFinished"] = self.on_play_finished
+        return topics
+
+    def _answers(self, site_id: str) -> bool:
+        return self.config.any_site or site_id == self.config.site_id
+
+    def on_say(self, _topic: str, payload: bytes) -> None:
+        try:
+            say = parse_json_model(HermesSay, payload, self.max_payload_bytes)
+        except CommandError as error:
+            site, session = _ids_of(payload, self.max_payload_bytes)
+            if site is None or self._answers(site):
+                self._error(str(error), site, session, context=None)
+            return
+        if not self._answers(say.site_id):
+            return
+        job_id = f"hermes-{uuid.uuid4().hex[:12]}"
+        options: dict[str, Any] = {"id": job_id, "text": say.text, "volume": say.volume}
+        if self.config.remote_playback:
+            topic = f"hermes/audioServer/{say.site_id}/playBytes/{job_id}"
+            options.update(output="publish", reply_topic=topic, format="wav")
+        with self._lock:
+            self._requests[job_id] = _Request(say)
+        refused = self.submit(SayCommand(**options))
+        if refused is not None:
+            with self._lock:
+                self._requests.pop(job_id, None)
+            self._error(refused, say.site_id, say.session_id, context=say.text)
+
+    def on_event(self, event: dict[str, Any]) -> None:
+        """Job events from the service: the end of a Hermes job answers its request."""
+        job_id, kind = event.get("id"), event.get("event")
+        if job_id not in self._requests or kind not in ("finished", "interrupted", "failed"):
+            return
+        if kind == "failed":
+            request = self._take(job_id)
+            if request is not None:
+                message = event.get("message") or event.get("reason", "failed")
+                self._error(message, request.say.site_id, request.say.session_id, request.say.text)
+        elif self.config.remote_playback and kind == "finished":
+            self._await_playback(job_id)
+        else:
+            self._finish(job_id)
+
+    def on_play_finished(self, _topic: str, payload: bytes) -> None:
+        try:
+            played = parse_json_model(HermesPlayFinished, payload, self.max_payload_bytes)
+        except CommandError as error:
+            log.warning("hermes playFinished ignored: %s", error)
+            return
+        if played.id is not None:
+            self._finish(played.id)
+
+    def _await_playback(self, job_id: str) -> None:
+        timer = threading.Timer(self.config.play_finished_timeout_s, self._finish, [job_id, True])
+        timer.daemon = True
+        with self._lock:
+            request = self._requests.get(job_id)
+            if request is None:
+                return
+            request.timer = timer
+        timer.start()
+
+    def _take(self, job_id: str) -> _Request | None:
+        """The request, once: a second end (late playFinished, timer) finds nothing."""
+        with self._lock:
+            request = self._requests.pop(job_id, None)
+        if request is not None and request.timer is not None:
+            request.timer.cancel()
+        return request
+
+    def _finish(self, job_id: str, timed_out: bool = False) -> None:
+        request = self._take(job_id)
+        if request is None:
+            return
+        if timed_out:
+            log.warning("hermes: no playFinished for %s; sending sayFinished anyway", job_id)
+        say = request.say
+        answer = {"id": say.id, "siteId": say.site_id, "sessionId": say.session_id}
+        self.publish(SAY_FINISHED, json.dumps(answer), False)
+
+    def _error(
+        self, message: str, site_id: str | None, session_id: str | None, context: str | None
+    ) -> None:
+        answer = {
+            "error": message,
+            "context": context,
+            "siteId": site_id or self.config.site_id,
+            "sessionId": session_id,
+        }
+        self.publish(ERROR, json.dumps(answer), False)
+
+
+def _ids_of(payload: bytes, max_bytes: int) -> tuple[str | None, str | None]:
+    """siteId and sessionId of a payload that failed validation, when they can be read."""
+    if len(payload) > max_bytes:
+        return None, None
+    try:
+        data = json.loads(payload)
+    except (ValueError, UnicodeDecodeError):
+        return None, None
+    if not isinstance(data, dict):
+        return None, None
+    site, session = data.get("siteId"), data.get("sessionId")
+    return (
+        site if isinstance(site, str) else None,
+        session if isinstance(session, str) else None,
+    )

@@ -1,0 +1,99 @@
+"""A `fastvoice serve` process of a test's own, against the test broker, recorded."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+from tests.mqtt_helpers import Broker, Recorder
+
+
+class Daemon:
+    def __init__(
+        self,
+        broker: Broker,
+        directory: Path,
+        env: dict[str, str],
+        recorder_options: dict | None = None,
+        wait_online: bool = True,
+        **config,
+    ) -> None:
+        self.base = f"fvtest/{uuid.uuid4().hex[:8]}"
+        self.port = broker.port
+        self.config_path = directory / "fastvoice.yaml"
+        self.write_config(broker.port, **config)
+        self.notify_path = directory / "notify.sock"
+        self.notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.notify.bind(str(self.notify_path))
+        self.notify.settimeout(60)
+        self.recorder = Recorder(
+            broker.port,
+            self.base,
+            client_id=f"recorder-{self.base[-8:]}",
+            **(recorder_options or {}),
+        )
+        env = {**env, "NOTIFY_SOCKET": str(self.notify_path), "WATCHDOG_USEC": "2000000"}
+        self.process = subprocess.Popen(
+            [
+                str(Path(sys.executable).parent / "fastvoice"),
+                "serve",
+                "--config",
+                str(self.config_path),
+            ],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=(directory / "serve.log").open("wb"),
+        )
+        if wait_online:
+            self.recorder.wait_for(lambda t, p: t == f"{self.base}/status" and p == b"online")
+
+    def log_says(self, text: str, timeout: float = 30) -> bool:
+        """Whether the service's stderr log shows `text` within `timeout` seconds."""
+        log = self.config_path.parent / "serve.log"
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if log.exists() and text in log.read_text():
+                return True
+            time.sleep(0.1)
+        return False
+
+    def write_config(self, port: int, mqtt: dict | None = None, **config) -> None:
+        mqtt = {"port": port, "base_topic": self.base, "stats_interval_s": 1, **(mqtt or {})}
+        # Long jobs must really take time to interrupt them: no phrase cache unless a test asks.
+        # The capture device plays faster than real time: buffer whole jobs before playing so
+        # the capture holds exactly the job's audio, with no underrun gaps.
+        data = {"mqtt": mqtt, "cache": {"enabled": False}, "audio": {"prefill_s": 300}, **config}
+        self.config_path.write_text(json.dumps(data))
+
+    def notifications(self, until: str) -> list[str]:
+        """sd_notify messages received, up to and including the first that starts with `until`."""
+        received = []
+        while True:
+            message = self.notify.recv(4096).decode()
+            received.append(message)
+            if message.startswith(until):
+                return received
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(30)
+            except subprocess.TimeoutExpired:
+                self.process.send_signal(signal.SIGUSR1)  # thread dump into serve.log
+                self.process.kill()
+                raise
+        self.recorder.close()
+        self.notify.close()
+
+
+def say(daemon: Daemon, **fields) -> str:
+    fields.setdefault("id", uuid.uuid4().hex[:10])
+    daemon.recorder.publish("say", json.dumps(fields))
+    return fields["id"]
