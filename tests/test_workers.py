@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -68,6 +69,32 @@ def test_runs_beyond_the_workers_wait_for_a_session():
     pool.release(held[1])
     waiter.join(timeout=10)
     assert got == [held[1]]
+
+
+def test_waiting_runs_are_served_in_arrival_order_and_none_jumps_the_line():
+    pool = SessionPool(Session, threads=2, workers=1, load=Load())
+    held = pool.acquire()
+    served: list[str] = []
+
+    def wait(name: str) -> None:
+        session = pool.acquire()
+        served.append(name)
+        pool.release(session)
+
+    waiters = []
+    for name in ("first", "second", "third"):
+        waiter = threading.Thread(target=wait, args=(name,))
+        waiter.start()
+        waiters.append(waiter)
+        deadline = time.monotonic() + 10
+        while pool.waiting < len(waiters) and time.monotonic() < deadline:
+            time.sleep(0.001)  # until this one has joined the line
+    assert pool.waiting == 3
+    pool.release(held)
+    pool.acquire()  # a later run asks at once: it must not jump the line
+    assert served == ["first", "second", "third"]
+    for waiter in waiters:
+        waiter.join(timeout=10)
 
 
 def test_one_worker_serialises_runs_on_one_session():

@@ -13,10 +13,12 @@ about 1.2x the utterances of one 2-thread session). All sessions of a process sh
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
@@ -102,7 +104,7 @@ class SessionPool:
     """Sessions of one graph: `solo`, with every thread, for a run while no other request is in
     progress; `workers` narrow ones for runs while requests overlap (a request between two runs,
     phonemizing, still holds its share of the cores). At most `workers` runs are in flight; a
-    further one waits for a session to come back.
+    further one waits for a session, in arrival order: no request starves behind later ones.
     """
 
     def __init__(
@@ -116,7 +118,14 @@ class SessionPool:
         self._solo_busy = False
         self._idle = [make(self.narrow_threads) for _ in range(workers if workers > 1 else 0)]
         self._in_flight = 0
+        self._line: deque[int] = deque()
+        self._tickets = itertools.count()
         self._cond = threading.Condition()
+
+    @property
+    def waiting(self) -> int:
+        with self._cond:
+            return len(self._line)
 
     def _pick(self):
         if self._in_flight >= self.workers:
@@ -129,9 +138,13 @@ class SessionPool:
 
     def acquire(self):
         with self._cond:
-            while (session := self._pick()) is None:
+            ticket = next(self._tickets)
+            self._line.append(ticket)
+            while self._line[0] != ticket or (session := self._pick()) is None:
                 self._cond.wait()
+            self._line.popleft()
             self._in_flight += 1
+            self._cond.notify_all()  # the next in line may find a session too
             return session
 
     def release(self, session) -> None:
@@ -141,7 +154,7 @@ class SessionPool:
                 self._solo_busy = False
             else:
                 self._idle.append(session)
-            self._cond.notify()
+            self._cond.notify_all()
 
 
 class OrtCpuStage(Stage):
