@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from daemon.config import MqttConfig
+from daemon.errors import FastvoiceError
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +44,18 @@ def make_client(config: MqttConfig, client_id: str, persistent: bool):
             keyfile=str(config.tls.key_file) if config.tls.key_file else None,
         )
     return client
+
+
+def connect_once(client, config: MqttConfig) -> None:
+    """Connects a one-shot client (a CLI command) and starts its network loop; a broker that
+    cannot be reached is an error naming it."""
+    try:
+        client.connect(config.host, config.port, config.keepalive_s)
+    except OSError as error:
+        raise FastvoiceError(
+            f"cannot reach the broker at {config.host}:{config.port}: {error}"
+        ) from None
+    client.loop_start()
 
 
 class MqttLink:

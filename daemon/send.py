@@ -10,7 +10,7 @@ from typing import Any
 
 from daemon.config import MqttConfig
 from daemon.errors import FastvoiceError
-from daemon.mqtt import make_client
+from daemon.mqtt import connect_once, make_client
 
 FINAL_EVENTS = {"finished", "failed", "rejected", "interrupted"}
 
@@ -29,13 +29,7 @@ def send(
     client = make_client(config, f"fastvoice-send-{job_id}", persistent=False)
     client.on_message = lambda _c, _u, message: inbox.put((message.topic, message.payload))
     client.on_subscribe = lambda *_: subscribed.put(True)
-    try:
-        client.connect(config.host, config.port, config.keepalive_s)
-    except OSError as error:
-        raise FastvoiceError(
-            f"cannot reach the broker at {config.host}:{config.port}: {error}"
-        ) from None
-    client.loop_start()
+    connect_once(client, config)
     try:
         client.subscribe([(f"{base}/events", 1), (reply_topic, 1)])
         subscribed.get(timeout=timeout_s)

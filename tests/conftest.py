@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from daemon.config import Config, parse_config
 from daemon.runtime.ort_cpu import OrtCpuBackend
 from daemon.synthesizer import Synthesizer
 from daemon.voices.registry import VoiceRegistry
+from tests.mqtt_helpers import Broker
 
 REPO = Path(__file__).resolve().parent.parent
 DEVICES = ("default", "speaker_a")
@@ -80,6 +82,14 @@ def alsa(tmp_path_factory) -> AlsaCapture:
 def capture(alsa: AlsaCapture) -> AlsaCapture:
     alsa.reset()
     return alsa
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory) -> Iterator[Broker]:
+    """A mosquitto of the test module's own (anonymous, on a free port)."""
+    broker = Broker.start(tmp_path_factory.mktemp("broker"))
+    yield broker
+    broker.stop()
 
 
 @pytest.fixture(scope="session")

@@ -12,16 +12,8 @@ from rhasspyhermes.audioserver import AudioPlayBytes, AudioPlayFinished
 from rhasspyhermes.tts import TtsSay, TtsSayFinished
 
 from tests.daemon_helpers import Daemon
-from tests.mqtt_helpers import Broker
 
 ERROR = "hermes/error/tts"
-
-
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory):
-    broker = Broker.start(tmp_path_factory.mktemp("broker"))
-    yield broker
-    broker.stop()
 
 
 def hermes_daemon(broker, capture, directory, **hermes) -> Daemon:

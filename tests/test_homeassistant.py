@@ -10,7 +10,7 @@ import pytest
 
 from tests.conftest import run_cli
 from tests.daemon_helpers import Daemon, say
-from tests.mqtt_helpers import Broker, Recorder
+from tests.mqtt_helpers import Recorder
 
 ENTITIES = {
     "notify": {"say"},
@@ -29,13 +29,6 @@ REQUIRED = {
 }
 COMMON = {"unique_id", "name", "device", "availability_topic", "payload_available",
           "payload_not_available", "qos"}  # fmt: skip
-
-
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory):
-    broker = Broker.start(tmp_path_factory.mktemp("broker"))
-    yield broker
-    broker.stop()
 
 
 @pytest.fixture

@@ -28,13 +28,6 @@ TEXTS_FOR_LANES = [
 LONG_TEXT = " ".join(f"This is sentence number {n} of a long announcement." for n in range(40))
 
 
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory):
-    broker = Broker.start(tmp_path_factory.mktemp("broker"))
-    yield broker
-    broker.stop()
-
-
 @pytest.fixture
 def daemon(broker, capture, tmp_path):
     running = Daemon(

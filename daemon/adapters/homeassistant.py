@@ -18,7 +18,6 @@ from typing import Any
 
 from daemon import __version__
 from daemon.config import Config
-from daemon.errors import FastvoiceError
 
 log = logging.getLogger(__name__)
 
@@ -114,17 +113,10 @@ class HomeAssistantDiscovery:
 
 def unregister(config: Config, timeout_s: float = 10.0) -> int:
     """Removes this box's entities from Home Assistant (empty retained configs); the count."""
-    from daemon.mqtt import make_client
+    from daemon.mqtt import connect_once, make_client
 
-    mqtt = config.mqtt
-    client = make_client(mqtt, f"fastvoice-unregister-{node_id(config)}", persistent=False)
-    try:
-        client.connect(mqtt.host, mqtt.port, mqtt.keepalive_s)
-    except OSError as error:
-        raise FastvoiceError(
-            f"cannot reach the broker at {mqtt.host}:{mqtt.port}: {error}"
-        ) from None
-    client.loop_start()
+    client = make_client(config.mqtt, f"fastvoice-unregister-{node_id(config)}", persistent=False)
+    connect_once(client, config.mqtt)
     try:
         topics = list(discovery_configs(config))
         for topic in topics:
