@@ -147,7 +147,8 @@ def cmd_voices(args: argparse.Namespace) -> int:
     print(f"{'name':<24} {'family':<7} {'language':<9} {'rate':>6} {'speakers':>8}  backend")
     for info in infos:
         stage = info.stages[0]
-        backend = f"{stage.backend} ({', '.join(stage.providers)}; {stage.threads} threads)"
+        providers = ", ".join(stage.providers)
+        backend = f"{stage.backend} ({providers}; {stage.threads} threads; {stage.precision})"
         marker = "*" if info.name == config.voice else " "
         print(
             f"{info.name + marker:<24} {info.family:<7} {info.language:<9} {info.sample_rate:>6} "
