@@ -9,6 +9,7 @@ stale or foreign is ever loaded. The cheap checks (sizes, manifest fields) run a
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -36,15 +37,19 @@ def default_store() -> Path:
 
 def machine_id() -> dict[str, str]:
     """What an optimised CPU graph depends on: architecture and CPU model."""
-    cpu = ""
+    return {"arch": platform.machine(), "cpu": _cpu_model() or platform.processor()}
+
+
+@functools.cache
+def _cpu_model() -> str:
+    """Read once per process: every artifact lookup keys on it."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith(("model name", "Model")):
-                cpu = line.split(":", 1)[1].strip()
-                break
+                return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    return {"arch": platform.machine(), "cpu": cpu or platform.processor()}
+    return ""
 
 
 def source_identity(source: Path) -> dict[str, Any]:

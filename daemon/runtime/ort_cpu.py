@@ -110,13 +110,12 @@ class SessionPool:
     def __init__(
         self, make: Callable[[int], object], threads: int, workers: int, load: Load
     ) -> None:
-        self.threads = threads
         self.workers = workers
-        self.narrow_threads = max(1, threads // workers)
         self.load = load
         self.solo = make(threads)
         self._solo_busy = False
-        self._idle = [make(self.narrow_threads) for _ in range(workers if workers > 1 else 0)]
+        narrow = max(1, threads // workers)
+        self._idle = [make(narrow) for _ in range(workers if workers > 1 else 0)]
         self._in_flight = 0
         self._line: deque[int] = deque()
         self._tickets = itertools.count()
