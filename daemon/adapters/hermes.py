@@ -94,9 +94,10 @@ class HermesTts:
         if self.config.remote_playback:
             topic = f"hermes/audioServer/{say.site_id}/playBytes/{job_id}"
             options.update(output="publish", reply_topic=topic, format="wav")
+        command = SayCommand(**options)  # every field already checked by HermesSay
         with self._lock:
             self._requests[job_id] = _Request(say)
-        refused = self.submit(SayCommand(**options))
+        refused = self.submit(command)
         if refused is not None:
             with self._lock:
                 self._requests.pop(job_id, None)
