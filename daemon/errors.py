@@ -31,3 +31,16 @@ class BackendError(FastvoiceError):
 
 class AudioDeviceError(FastvoiceError):
     """No usable output device, or the device failed while playing."""
+
+
+def reason_code(error: FastvoiceError) -> str:
+    """The short machine-readable reason every interface reports for an error."""
+    for kind, code in (
+        (TextError, "bad_text"),
+        (VoiceError, "bad_voice"),
+        (AudioDeviceError, "audio_device"),
+        (BackendError, "synthesis"),
+    ):
+        if isinstance(error, kind):
+            return code
+    return "error"

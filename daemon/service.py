@@ -36,7 +36,7 @@ from daemon.commands import (
     parse_volume,
 )
 from daemon.config import Config, WyomingConfig, load_config
-from daemon.errors import FastvoiceError
+from daemon.errors import FastvoiceError, VoiceError
 from daemon.jobs import DuplicateJob, Job, JobQueue, QueueFull
 from daemon.mqtt import MqttLink
 from daemon.runtime.select import create_backend
@@ -136,10 +136,9 @@ class Service:
         (also sent as a `rejected` event)."""
         try:
             prepare(command.text, self.config.text)
-            if command.voice is not None and command.voice not in self.config.voices:
-                known = ", ".join(sorted(self.config.voices))
-                raise CommandError(f"unknown voice {command.voice!r} (known: {known})", command.id)
-        except (CommandError, FastvoiceError) as error:
+            if command.voice is not None:
+                self.voices.require(command.voice)
+        except FastvoiceError as error:
             self.emit("rejected", None, id=command.id, reason="invalid", message=str(error))
             return str(error)
         if command.voice is None:
@@ -202,10 +201,10 @@ class Service:
         name = self._parsed(parse_voice, "voice", payload)
         if name is None:
             return
-        if name not in self.config.voices:
-            known = ", ".join(sorted(self.config.voices))
-            message = f"voice: unknown voice {name!r} (known: {known})"
-            self.emit("rejected", None, reason="invalid", message=message)
+        try:
+            self.voices.require(name)
+        except VoiceError as error:
+            self.emit("rejected", None, reason="invalid", message=f"voice: {error}")
             return
         self.default_voice = name
         self.link.publish(self.link.topic("voice/state"), name, retain=True)

@@ -19,7 +19,7 @@ from daemon.audio.pcm_stream import encode_chunk
 from daemon.audio.player import Player
 from daemon.audio.wav import wav_bytes
 from daemon.config import AudioConfig
-from daemon.errors import AudioDeviceError, BackendError, FastvoiceError, TextError, VoiceError
+from daemon.errors import FastvoiceError, reason_code
 from daemon.jobs import Job, JobQueue
 from daemon.synthesizer import Synthesizer
 from daemon.voices.base import SpeechOptions
@@ -28,13 +28,6 @@ log = logging.getLogger(__name__)
 
 EmitEvent = Callable[..., None]  # emit(event, job, **fields)
 Publish = Callable[[str, bytes], None]
-
-FAILURE_REASONS: list[tuple[type[Exception], str]] = [
-    (TextError, "bad_text"),
-    (VoiceError, "bad_voice"),
-    (AudioDeviceError, "audio_device"),
-    (BackendError, "synthesis"),
-]
 
 
 class Interrupted(Exception):
@@ -113,10 +106,7 @@ class Speaker(threading.Thread):
         except Interrupted:
             pass
         except FastvoiceError as error:
-            reason = next(
-                (code for kind, code in FAILURE_REASONS if isinstance(error, kind)), "error"
-            )
-            self.emit("failed", job, reason=reason, message=str(error))
+            self.emit("failed", job, reason=reason_code(error), message=str(error))
             return
         except Exception as error:
             log.exception("job %s failed", job.id)

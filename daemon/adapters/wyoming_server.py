@@ -21,7 +21,7 @@ import numpy as np
 from daemon import __version__
 from daemon.audio.pcm import join_sentences, to_int16
 from daemon.config import AudioConfig, TextConfig
-from daemon.errors import FastvoiceError, TextError, VoiceError
+from daemon.errors import FastvoiceError, reason_code
 from daemon.synthesizer import Synthesizer
 from daemon.text import complete_sentences_end
 from daemon.voices.base import SpeechOptions
@@ -30,10 +30,6 @@ log = logging.getLogger(__name__)
 
 WIDTH, CHANNELS = 2, 1
 MAX_CHUNK_SAMPLES = 16_384  # one audio-chunk event holds at most this much (0.7 s at 22 kHz)
-ERROR_CODES: list[tuple[type[Exception], str]] = [
-    (TextError, "bad_text"),
-    (VoiceError, "bad_voice"),
-]
 
 
 @dataclass
@@ -123,10 +119,11 @@ class WyomingServer(threading.Thread):
     def blocks(self, text: str, voice: str | None, speaker: str | None) -> Iterator[np.ndarray]:
         """The audio of `text` as `fastvoice say` makes it (sentence pauses and fades)."""
         options = SpeechOptions(speaker=int(speaker) if speaker and speaker.isdigit() else speaker)
-        chunks = self.synthesizer.synthesize(text, voice or self.default_voice(), options)
+        name = voice or self.default_voice()
+        chunks = self.synthesizer.synthesize(text, name, options)
         return join_sentences(
             ((chunk.samples, chunk.sentence_end) for chunk in chunks),
-            self.rate_of(voice),
+            self.rate_of(name),
             self.audio.sentence_pause_s,
             self.audio.fade_ms,
         )
@@ -158,8 +155,7 @@ def _client(server: WyomingServer, reader, writer):
             try:
                 await self._handle(event)
             except FastvoiceError as error:
-                code = next((c for kind, c in ERROR_CODES if isinstance(error, kind)), "failed")
-                await self.write_event(Error(text=str(error), code=code).event())
+                await self.write_event(Error(text=str(error), code=reason_code(error)).event())
             except (KeyError, TypeError, ValueError, AttributeError) as error:
                 message = f"malformed {event.type} event: {error!r}"
                 await self.write_event(Error(text=message, code="bad_request").event())

@@ -24,10 +24,16 @@ class VoiceRegistry:
     def names(self) -> list[str]:
         return sorted(self.config.voices)
 
-    def get(self, name: str | None = None) -> Voice:
+    def require(self, name: str | None = None) -> str:
+        """The voice's name (the default for None); VoiceError naming the known ones if there
+        is no such voice. Nothing is loaded."""
         name = name or self.config.voice
         if name not in self.config.voices:
             raise VoiceError(f"unknown voice {name!r} (known: {', '.join(self.names)})")
+        return name
+
+    def get(self, name: str | None = None) -> Voice:
+        name = self.require(name)
         with self._lock:
             if name not in self._loaded:
                 voice_config = self.config.voices[name]
