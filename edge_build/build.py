@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import tempfile
 import time
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,30 +43,33 @@ def build_voices(
         precision = config.runtime.precision
         variants = VARIANTS if precision == "auto" else (precision,)
         rebuilt = False
-        for variant in ("fp32", *(v for v in variants if v != "fp32")):
-            started = time.perf_counter()
-            found = _found(backend, model, variant)
-            problems = [p for a in found if a is not None and verify for p in a.verify()]
-            if None in found or force or problems:
-                try:
-                    built = build_parts(model, store, stage, variant)
-                except BackendError as error:
-                    if variant == "fp32" or precision != "auto":
-                        raise
-                    log.warning("%s: no %s variant: %s", stage, variant, error)
-                    continue
-                status = ("rebuilt: " + "; ".join(problems)) if problems else "built"
-                rebuilt = True
-            else:
-                built, status = found, "up to date"
-            for artifact in built:
-                label = f"{stage}/{artifact.manifest['part']}"
-                label += "" if variant == "fp32" else f"@{variant}"
-                results.append(
-                    BuildResult(
-                        name, label, status, artifact.directory, time.perf_counter() - started
-                    )
-                )
+        with ExitStack() as cleanup:
+            graphs: dict[str, Path] = {}  # the split source, made once for every precision
+            for variant in ("fp32", *(v for v in variants if v != "fp32")):
+                started = time.perf_counter()
+                found = _found(backend, model, variant)
+                problems = [p for a in found if a is not None and verify for p in a.verify()]
+                if None in found or force or problems:
+                    try:
+                        if not graphs:  # nothing is written while everything is up to date
+                            store.mkdir(parents=True, exist_ok=True)
+                            temp = cleanup.enter_context(tempfile.TemporaryDirectory(dir=store))
+                            graphs = split_graphs(model, Path(temp))
+                        built = build_parts(model, store, stage, variant, graphs)
+                    except BackendError as error:
+                        if variant == "fp32" or precision != "auto":
+                            raise
+                        log.warning("%s: no %s variant: %s", stage, variant, error)
+                        continue
+                    status = ("rebuilt: " + "; ".join(problems)) if problems else "built"
+                    rebuilt = True
+                else:
+                    built, status = found, "up to date"
+                for artifact in built:
+                    label = f"{stage}/{artifact.manifest['part']}"
+                    label += "" if variant == "fp32" else f"@{variant}"
+                    seconds = time.perf_counter() - started
+                    results.append(BuildResult(name, label, status, artifact.directory, seconds))
         if precision == "auto":
             results.append(
                 choose_precision(name, voice_config, model, store, stage, rebuilt or force)
@@ -109,13 +113,24 @@ def choose_precision(
     )
 
 
-def build_parts(model: Path, store: Path, stage: str, precision: str = "fp32") -> list[Artifact]:
-    """Encoder and decoder when the graph splits (streaming inside a sentence), else the whole;
-    converted to `precision` first when it is not fp32."""
+def split_graphs(model: Path, directory: Path) -> dict[str, Path]:
+    """Encoder and decoder when the graph splits (streaming inside a sentence), else the whole."""
+    parts = split_vits(model, directory)
+    return dict(zip(PARTS, parts, strict=True)) if parts is not None else {WHOLE: model}
+
+
+def build_parts(
+    model: Path,
+    store: Path,
+    stage: str,
+    precision: str = "fp32",
+    graphs: dict[str, Path] | None = None,
+) -> list[Artifact]:
+    """The artifacts of each part (`graphs`, split here when not given), converted to
+    `precision` first when it is not fp32."""
     store.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=store) as temp:
-        parts = split_vits(model, Path(temp))
-        graphs = dict(zip(PARTS, parts, strict=True)) if parts is not None else {WHOLE: model}
+        graphs = graphs or split_graphs(model, Path(temp))
         if precision != "fp32":
             graphs = {
                 part: make_variant(graph, precision, Path(temp) / f"{part}-{precision}.onnx")
