@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -123,3 +125,18 @@ def test_auto_takes_the_fastest_passing_variant_only_when_clearly_faster():
     assert _choose([fp32, slow, fast])[0] == "int8"
     chosen, reason, _ = _choose([fp32, slow, broken])
     assert chosen == "fp32" and "int8 failed the gate: durations changed" in reason
+
+
+def test_a_gate_choice_whose_variant_is_gone_loads_fp32(auto_store, tmp_path):
+    store = tmp_path / "store"
+    shutil.copytree(auto_store[0], store)
+    for manifest in store.glob("*/manifest.json"):
+        data = json.loads(manifest.read_text())
+        if data["kind"] == "ort-precision-choice":
+            manifest.write_text(json.dumps({**data, "chosen": "fp16"}))
+        elif data["kind"].endswith("@fp16"):
+            shutil.rmtree(manifest.parent)  # pruned since the gate chose it
+    voice = VitsVoice("v", VOICE, OrtCpuBackend(artifact_store=store))
+    assert voice.streaming  # the fp32 encoder and decoder, not the unsplit source
+    assert {s.precision for s in voice.info.stages} == {"fp32"}
+    assert any("so fp32" in note for note in voice.info.stages[0].notes)

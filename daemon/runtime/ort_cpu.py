@@ -247,15 +247,24 @@ class OrtCpuBackend(Backend):
             return "fp32", f"auto: fp32, no quality-gate result ({reason})"
         return choice.manifest["chosen"], choice.manifest["reason"]
 
+    def _artifact_for(self, model_path: Path, part: str) -> tuple[Artifact | None, str, str, str]:
+        """(artifact, why it is or is not there, precision, why that precision). A gate choice
+        whose variant has since gone (pruned, truncated) falls back to fp32, never fails."""
+        precision, precision_reason = self.precision_for(model_path)
+        artifact, reason = self.find_artifact(model_path, part, precision)
+        if artifact is None and precision != "fp32" and self.precision == "auto":
+            precision_reason = f"{precision_reason}; but {reason}, so fp32"
+            precision = "fp32"
+            artifact, reason = self.find_artifact(model_path, part)
+        return artifact, reason, precision, precision_reason
+
     def has_part(self, model_path: Path, part: str) -> bool:
-        precision, _ = self.precision_for(model_path)
-        return self.find_artifact(model_path, part, precision)[0] is not None
+        return self._artifact_for(model_path, part)[0] is not None
 
     def load(self, model_path: Path, stage: str, part: str = WHOLE) -> Stage:
         import onnxruntime as ort
 
-        precision, precision_reason = self.precision_for(model_path)
-        artifact, reason = self.find_artifact(model_path, part, precision)
+        artifact, reason, precision, precision_reason = self._artifact_for(model_path, part)
         if artifact is None and precision != "fp32":
             raise BackendError(f"{stage}: {precision} was asked for but {reason}")
         if artifact is None and part != WHOLE:
