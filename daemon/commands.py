@@ -115,6 +115,21 @@ def _validated(model: type[BaseModel], data: dict[str, Any]) -> Any:
         raise CommandError(message.replace("\n", "; "), job_id) from None
 
 
+def check_reply_topic(command: SayCommand, base_topic: str, prefixes: list[str]) -> None:
+    """A payload may only direct audio under the base topic, or under a configured prefix, so
+    that a command cannot make the box publish onto another device's topics."""
+    topic = command.reply_topic
+    if topic is None:
+        return
+    allowed = [base_topic, *prefixes]
+    if not any(topic.startswith(prefix + "/") for prefix in allowed):
+        raise CommandError(
+            f"reply_topic: {topic[:80]!r} is outside {base_topic}/ "
+            "(mqtt.reply_topic_prefixes allows more)",
+            command.id,
+        )
+
+
 def say_schema() -> dict[str, Any]:
     """JSON Schema of the `say` payload, as published in docs/say.schema.json."""
     schema = SayCommand.model_json_schema()

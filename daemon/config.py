@@ -196,8 +196,20 @@ class MqttConfig(StrictModel):
     keepalive_s: int = Field(30, ge=5, le=3600)
     stats_interval_s: float = Field(60.0, ge=1.0, le=86_400, description="period of `stats`")
     tls: MqttTlsConfig | None = None
+    reply_topic_prefixes: list[str] = Field(
+        default_factory=list,
+        description="topics outside base_topic that a `say` may name as its reply_topic",
+    )
 
     _resolve = field_validator("password_file")(_resolve_path)
+
+    @field_validator("reply_topic_prefixes")
+    @classmethod
+    def _plain_prefixes(cls, values: list[str]) -> list[str]:
+        for value in values:
+            if not value or any(c in value for c in "#+\0") or value.startswith(("$", "/")):
+                raise ValueError(f"{value!r} is not a plain topic prefix (no wildcards, no $)")
+        return [value.rstrip("/") for value in values]
 
     @field_validator("base_topic")
     @classmethod

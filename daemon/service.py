@@ -29,6 +29,7 @@ from daemon.cache import phrase_cache
 from daemon.commands import (
     CommandError,
     SayCommand,
+    check_reply_topic,
     parse_pause,
     parse_say,
     parse_stop,
@@ -102,6 +103,7 @@ class Service:
                 config.audio,
                 config.text,
                 lambda: self.default_voice,
+                config.queue.max_payload_bytes,
             )
         self.link = MqttLink(
             config.mqtt,
@@ -124,8 +126,10 @@ class Service:
     # --- commands (paho's thread: validate and enqueue, nothing slow) ---
 
     def on_say(self, payload: bytes) -> None:
+        mqtt = self.config.mqtt
         try:
             command = parse_say(payload, self.config.queue.max_payload_bytes)
+            check_reply_topic(command, mqtt.base_topic, mqtt.reply_topic_prefixes)
         except CommandError as error:
             self.emit("rejected", None, id=error.job_id, reason="invalid", message=str(error))
             return

@@ -41,7 +41,10 @@ def test_password_from_file_connects(password_broker, capture, tmp_path):
     try:
         job = say(daemon, text="Authenticated.")
         daemon.recorder.event(job, "finished")
+        daemon.recorder.wait_for(lambda topic, _: topic == f"{daemon.base}/stats")
         assert "s3cret" not in (tmp_path / "serve.log").read_text()
+        daemon.recorder.wait_for(lambda topic, _: topic == f"{daemon.base}/status/info")
+        assert not [topic for topic, payload, _ in daemon.recorder.seen if b"s3cret" in payload]
     finally:
         daemon.stop()
 

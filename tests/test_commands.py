@@ -2,7 +2,14 @@ import json
 
 import pytest
 
-from daemon.commands import CommandError, parse_say, parse_stop, parse_volume, say_schema
+from daemon.commands import (
+    CommandError,
+    check_reply_topic,
+    parse_say,
+    parse_stop,
+    parse_volume,
+    say_schema,
+)
 from daemon.jobs import DuplicateJob, Job, JobQueue, QueueFull
 from tests.conftest import REPO
 
@@ -61,6 +68,28 @@ def test_rejection_keeps_the_id_when_there_is_one():
     with pytest.raises(CommandError) as caught:
         parse_say(b'{"id": "abc", "text": "a", "bogus": 1}', LIMIT)
     assert caught.value.job_id == "abc"
+
+
+@pytest.mark.parametrize(
+    ("topic", "allowed"),
+    [
+        ("box/reply/1", True),
+        ("speakers/hall", True),
+        ("box", False),
+        ("boxer/reply", False),
+        ("speakersx/hall", False),
+        ("other/box/reply", False),
+    ],
+)
+def test_reply_topic_stays_under_the_base_topic_or_a_configured_prefix(topic, allowed):
+    command = parse_say(
+        json.dumps({"text": "a", "output": "publish", "reply_topic": topic}).encode(), LIMIT
+    )
+    if allowed:
+        check_reply_topic(command, "box", ["speakers"])
+    else:
+        with pytest.raises(CommandError, match="is outside box/"):
+            check_reply_topic(command, "box", ["speakers"])
 
 
 def test_oversize_payload_is_refused_before_decoding():

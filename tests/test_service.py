@@ -59,6 +59,8 @@ BAD_PAYLOADS = [
     (b"x" * 10_000_000, "above the maximum 65536"),
     (b'{"text": "hi", "output": "publish"}', "needs a reply_topic"),
     (b'{"text": "hi", "output": "publish", "reply_topic": "a/#"}', "not a plain topic"),
+    (b'{"text": "hi", "output": "publish", "reply_topic": "other/box/audio"}', "is outside"),
+    (b'{"text": "hi", "voice": "../../../etc/passwd"}', "unknown voice '../../../etc/passwd'"),
 ]
 
 

@@ -159,3 +159,35 @@ def test_a_client_sending_junk_is_dropped_and_others_are_served(server):
     assert asyncio.run(junk()) == b""
     events = asyncio.run(exchange(server.port_wyoming, [Synthesize(text="Fine.")], "audio-stop"))
     assert pcm_of(events).size > 0
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        b'{"type": "synthesize", "data_length": 2000000000}\n',
+        b'{"type": "audio-chunk", "payload_length": 2000000000}\n',
+        b'{"type": "synthesize", "data": {"text": "' + b"x" * 200_000 + b'"}}\n',
+    ],
+    ids=["data_length", "payload_length", "header_line"],
+)
+def test_an_event_claiming_too_many_bytes_is_refused_unread(server, header):
+    """The claim alone gets the client dropped: the server never waits for, or holds, the bytes.
+    (A header line sent past the limit is still unread when the server hangs up, so the client's
+    system may reset the connection before the error event is read.)"""
+
+    async def claim() -> bytes | None:
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port_wyoming)
+        writer.write(header)
+        try:
+            await writer.drain()
+            return await asyncio.wait_for(reader.read(), timeout=30)  # read until hang-up
+        except ConnectionResetError:
+            return None
+        finally:
+            writer.close()
+
+    answer = asyncio.run(claim())
+    if answer is not None or not header.startswith(b'{"type": "synthesize", "data": '):
+        assert b'"code": "too_large"' in answer
+    events = asyncio.run(exchange(server.port_wyoming, [Synthesize(text="Fine.")], "audio-stop"))
+    assert pcm_of(events).size > 0

@@ -11,6 +11,7 @@ side by the synthesizer's parallel workers; no lock is held across requests. Bad
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import threading
 from collections.abc import Callable, Iterator
@@ -32,6 +33,49 @@ WIDTH, CHANNELS = 2, 1
 MAX_CHUNK_SAMPLES = 16_384  # one audio-chunk event holds at most this much (0.7 s at 22 kHz)
 
 
+class EventRefused(Exception):
+    """An event whose header claims more bytes than a request may have; the client is dropped."""
+
+
+async def read_event(reader: asyncio.StreamReader, max_bytes: int):
+    """The next event, or None at the end or on junk. Like wyoming's own reader, but the claimed
+    data and payload lengths are checked before anything is read: that reader would buffer
+    whatever size a client claims."""
+    from wyoming.event import Event
+
+    try:
+        line = await reader.readline()  # the stream's limit bounds the header line
+    except ValueError:
+        raise EventRefused("event header line is too long") from None
+    if not line:
+        return None
+    try:
+        header = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(header, dict) or not isinstance(header.get("type"), str):
+        return None
+    lengths = {key: header.get(key) or 0 for key in ("data_length", "payload_length")}
+    for key, length in lengths.items():
+        if not isinstance(length, int) or length < 0:
+            return None
+        if length > max_bytes:
+            raise EventRefused(f"{key} {length} is above the maximum {max_bytes} bytes")
+    data = header.get("data") if isinstance(header.get("data"), dict) else {}
+    try:
+        if lengths["data_length"]:
+            extra = json.loads(await reader.readexactly(lengths["data_length"]))
+            if not isinstance(extra, dict):
+                return None
+            data.update(extra)
+        payload = None
+        if lengths["payload_length"]:
+            payload = await reader.readexactly(lengths["payload_length"])
+    except (asyncio.IncompleteReadError, ValueError):
+        return None
+    return Event(type=header["type"], data=data, payload=payload)
+
+
 @dataclass
 class _Stream:
     """One client's streamed request: text not yet spoken, and whether audio has started."""
@@ -51,8 +95,11 @@ class WyomingServer(threading.Thread):
         audio: AudioConfig,
         text: TextConfig,
         default_voice: Callable[[], str],
+        max_event_bytes: int,
     ) -> None:
+        """`max_event_bytes` bounds what one client event may carry (as MQTT commands are)."""
         super().__init__(name="wyoming", daemon=True)
+        self.max_event_bytes = max_event_bytes
         self.uri = uri
         self.synthesizer = synthesizer
         self.audio = audio
@@ -150,6 +197,22 @@ def _client(server: WyomingServer, reader, writer):
         def __init__(self) -> None:
             super().__init__(reader, writer)
             self.stream: _Stream | None = None
+
+        async def run(self) -> None:
+            self._is_running = True
+            try:
+                while self._is_running:
+                    try:
+                        event = await read_event(self.reader, server.max_event_bytes)
+                    except EventRefused as error:
+                        log.warning("wyoming: client dropped: %s", error)
+                        await self.write_event(Error(text=str(error), code="too_large").event())
+                        break
+                    if event is None or not await self.handle_event(event):
+                        break
+            finally:
+                await self.disconnect()
+                self.writer.close()
 
         async def handle_event(self, event) -> bool:
             try:
