@@ -79,7 +79,9 @@ class MqttLink:
         self.client.on_connect = self._on_connect
         self.client.on_disconnect = self._on_disconnect
         self.client.on_connect_fail = self._on_connect_fail
+        self.client.on_log = self._on_log
         self._last_failure: str | None = None
+        self._socket_error: str | None = None
         self.client.on_message = self._on_message
         for topic_filter, handler in self.external.items():
             self.client.message_callback_add(topic_filter, self._external_callback(handler))
@@ -116,7 +118,7 @@ class MqttLink:
             )
             return
         self.connected = True
-        self._last_failure = None
+        self._last_failure = self._socket_error = None
         log.info("connected to %s:%d as %s", self.config.host, self.config.port, self.base)
         topics = [self.topic(suffix) for suffix in self.handlers] + list(self.external)
         client.subscribe([(topic, self.config.qos) for topic in topics])
@@ -131,9 +133,26 @@ class MqttLink:
             log.error("%s (retrying)", failure)
         self._last_failure = failure
 
+    def _on_log(self, _client, _userdata, level, message: str) -> None:
+        """paho reports socket errors (a TLS alert from the broker, ...) only to its log."""
+        from paho.mqtt.enums import LogLevel
+
+        if level == LogLevel.MQTT_LOG_ERR:
+            self._socket_error = message
+
     def _on_disconnect(self, _client, _userdata, _flags, reason_code, _properties) -> None:
-        self.connected = False
-        log.warning("disconnected from the broker (%s); reconnecting", reason_code)
+        was_connected, self.connected = self.connected, False
+        if was_connected:
+            log.warning("disconnected from the broker (%s); reconnecting", reason_code)
+            return
+        # Dropped before it accepted us: a broker that wants a client certificate does this.
+        failure = (
+            f"the broker at {self.config.host}:{self.config.port} closed the connection before "
+            f"accepting it: {self._socket_error or reason_code}"
+        )
+        if failure != self._last_failure:
+            log.error("%s (retrying)", failure)
+        self._last_failure = failure
 
     def _on_message(self, _client, _userdata, message) -> None:
         suffix = message.topic.removeprefix(self.base + "/")

@@ -22,9 +22,10 @@ class Daemon:
         env: dict[str, str],
         recorder_options: dict | None = None,
         wait_online: bool = True,
+        base: str | None = None,
         **config,
     ) -> None:
-        self.base = f"fvtest/{uuid.uuid4().hex[:8]}"
+        self.base = base or f"fvtest/{uuid.uuid4().hex[:8]}"
         self.port = broker.port
         self.config_path = directory / "fastvoice.yaml"
         self.write_config(broker.port, **config)

@@ -100,6 +100,16 @@ class Recorder:
         self.client.subscribe([(f"{base}/#", 1), *((topic, 1) for topic in also)])
         self.client.loop_start()
 
+    def subscribe(self, topic_filter: str) -> None:
+        """Subscribes to one more filter, returning once the broker has acknowledged it."""
+        acked: queue.Queue = queue.Queue()
+        self.client.on_subscribe = lambda _c, _u, mid, codes, _p: acked.put(mid)
+        _, mid = self.client.subscribe(topic_filter, 1)
+        while True:
+            acked_mid = acked.get(timeout=30)
+            if acked_mid == mid:
+                return
+
     def publish(self, suffix: str, payload: bytes | str) -> None:
         self.publish_to(f"{self.base}/{suffix}", payload)
 
