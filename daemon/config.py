@@ -162,6 +162,21 @@ class QueueConfig(StrictModel):
     resume_interrupted: bool = Field(
         False, description="replay a job cut off by a critical one, from its start"
     )
+    persist: bool = Field(
+        True, description="keep accepted jobs on disk until they end, to replay after a crash"
+    )
+    journal_dir: Path | None = Field(
+        None, description="where; default: systemd's StateDirectory or ~/.local/state"
+    )
+    stall_limit_s: float = Field(
+        60.0,
+        ge=1.0,
+        le=3600.0,
+        description="a job making no progress this long stops the watchdog pings: systemd "
+        "restarts the service",
+    )
+
+    _resolve = field_validator("journal_dir")(_resolve_path)
 
 
 class MqttTlsConfig(StrictModel):

@@ -9,6 +9,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from daemon.commands import PRIORITY_RANK, SayCommand
@@ -26,6 +27,7 @@ class Job:
     audio_s: float = 0.0
     attempts: int = 0
     cache_hit: bool = False
+    journal: Path | None = None  # its entry in the job journal until it ends
 
     @property
     def id(self) -> str:

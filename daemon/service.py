@@ -39,6 +39,7 @@ from daemon.commands import (
 from daemon.config import Config, WyomingConfig, load_config
 from daemon.errors import FastvoiceError, VoiceError
 from daemon.jobs import DuplicateJob, Job, JobQueue, QueueFull
+from daemon.journal import JobJournal, state_root
 from daemon.mqtt import MqttLink
 from daemon.runtime.select import create_backend
 from daemon.speaker import Speaker, publish_only
@@ -49,7 +50,7 @@ from daemon.voices.registry import VoiceRegistry
 
 log = logging.getLogger(__name__)
 
-STALL_LIMIT_S = 60.0
+ENDS = ("finished", "failed", "interrupted", "rejected")  # events after which a job is gone
 
 
 class Service:
@@ -68,6 +69,11 @@ class Service:
             buffer_s=max(2.0, config.audio.prefill_s),
         )
         self.queue = JobQueue(config.queue.max_jobs)
+        self.journal = (
+            JobJournal(config.queue.journal_dir or state_root() / "jobs")
+            if config.queue.persist
+            else None
+        )
         # One speaker owns the player; parallel workers add lanes for publish-only jobs.
         self.speakers = [
             Speaker(
@@ -122,6 +128,9 @@ class Service:
         self.latencies: deque[float] = deque(maxlen=500)
         self._stop = threading.Event()
         self._reload = threading.Event()
+        self._stall_reported = False
+        self._published_info: dict[str, Any] | None = None
+        self.artifacts_problem: str | None = None
 
     # --- commands (paho's thread: validate and enqueue, nothing slow) ---
 
@@ -148,21 +157,49 @@ class Service:
         if command.voice is None:
             command = command.model_copy(update={"voice": self.default_voice})
         job = Job(command)
+        if self.journal is not None:  # before the queue: a speaker may end the job at once
+            job.journal = self.journal.record(command, time.time())
         try:
             self.queue.put(job)
-        except DuplicateJob:
-            message = "this id was already accepted"
-            self.emit("rejected", job, reason="duplicate", message=message)
-            return message
-        except QueueFull:
-            message = f"{self.config.queue.max_jobs} jobs already queued"
-            self.emit("rejected", job, reason="queue_full", message=message)
-            return message
+        except (DuplicateJob, QueueFull) as error:
+            self._forget(job)
+            return self._refuse(job, error)
         self.counts["accepted"] += 1
         self.emit("queued", job, priority=command.priority, queue_depth=len(self.queue))
         if command.priority == "critical":
             self._make_room(job)
         return None
+
+    def _refuse(self, job: Job, error: Exception) -> str:
+        """The `rejected` event for a job the queue would not take; its message."""
+        if isinstance(error, DuplicateJob):
+            reason, message = "duplicate", "this id was already accepted"
+        else:
+            reason, message = "queue_full", f"{self.config.queue.max_jobs} jobs already queued"
+        self.emit("rejected", job, reason=reason, message=message)
+        return message
+
+    def _forget(self, job: Job) -> None:
+        """Its journal entry goes once the job has ended (or was never queued)."""
+        if job.journal is not None:
+            JobJournal.done(job.journal)
+            job.journal = None
+
+    def recover(self) -> None:
+        """Queues the jobs a crash or a restart cut off, as they were accepted."""
+        if self.journal is None:
+            return
+        for command, accepted_at, path in self.journal.pending():
+            job = Job(command, journal=path)
+            job.received -= max(0.0, time.time() - accepted_at)  # expiry counts from acceptance
+            try:
+                self.queue.put(job)
+            except (DuplicateJob, QueueFull) as error:
+                self._forget(job)
+                self._refuse(job, error)
+                continue
+            self.counts["accepted"] += 1
+            self.emit("queued", job, priority=command.priority, recovered=True)
 
     def _make_room(self, job: Job) -> None:
         """A critical job cuts short a non-critical one it would otherwise wait for."""
@@ -232,6 +269,8 @@ class Service:
         message["time"] = round(time.time(), 3)
         if event in self.counts:
             self.counts[event] += 1
+        if job is not None and event in ENDS and not fields.get("will_resume"):
+            self._forget(job)
         if event in ("finished", "interrupted") and job is not None and job.first_audio:
             self.latencies.append(job.first_audio - job.received)
         log.info("job %s %s %s", message["id"], event, fields.get("message", ""))
@@ -262,6 +301,8 @@ class Service:
             "workers": self.voices.backend.workers,
             "audio_device": target,
             "cache": self.cache.describe() if self.cache is not None else None,
+            "journal": self.journal.describe() if self.journal is not None else None,
+            "artifacts_problem": self.artifacts_problem,
         }
 
     def stats(self) -> dict[str, Any]:
@@ -280,8 +321,16 @@ class Service:
             "rss_bytes": psutil.Process().memory_info().rss,
         }
 
+    def _publish_info_if_changed(self) -> None:
+        """A problem found while serving (a disk that filled up, ...) shows in status/info."""
+        info = self.info()
+        if info != self._published_info:
+            self._published_info = info
+            self.link.publish_json("status/info", info, retain=True)
+
     def _on_online(self) -> None:
-        self.link.publish_json("status/info", self.info(), retain=True)
+        self._published_info = self.info()
+        self.link.publish_json("status/info", self._published_info, retain=True)
         self.link.publish(self.link.topic("volume/state"), f"{self.player.volume:g}", retain=True)
         paused = "true" if self.queue.paused else "false"
         self.link.publish(self.link.topic("pause/state"), paused, retain=True)
@@ -305,7 +354,8 @@ class Service:
                 if result.status != "up to date":
                     log.info("%s: %s in %.1f s", result.stage, result.status, result.seconds)
         except (FastvoiceError, OSError) as error:
-            log.error("building artifacts failed, loading the source models: %s", error)
+            self.artifacts_problem = f"building artifacts failed: {error}"
+            log.error("%s; loading the source models", self.artifacts_problem)
 
     def start(self) -> None:
         self.build_artifacts()
@@ -316,6 +366,7 @@ class Service:
             for _ in voice.synthesize_sentence("Ready.", SpeechOptions()):
                 pass
         self.pregenerate()
+        self.recover()
         for speaker in self.speakers:
             speaker.start()
         if self.wyoming is not None:
@@ -341,13 +392,32 @@ class Service:
             except FastvoiceError as error:
                 log.error("cache.pregenerate.%d: %s", number - 1, error)
 
-    def healthy(self) -> bool:
-        """Every speaker alive, and either idle-waiting, paused, or making progress on a job."""
-        now = time.monotonic()
-        return all(
-            speaker.is_alive() and (now - speaker.heartbeat <= STALL_LIMIT_S or self.queue.paused)
+    def stalled(self) -> list[str]:
+        """Speakers that died, or that have made no progress on a job for `stall_limit_s`
+        (idle ones beat while they wait; paused ones are excused)."""
+        now, limit = time.monotonic(), self.config.queue.stall_limit_s
+        return [
+            speaker.name
             for speaker in self.speakers
-        )
+            if not speaker.is_alive() or (now - speaker.heartbeat > limit and not self.queue.paused)
+        ]
+
+    def _watchdog(self) -> None:
+        stalled = self.stalled()
+        if not stalled:
+            if self._stall_reported:
+                log.warning("speakers progress again; watchdog pings resume")
+                self._stall_reported = False
+            sdnotify.notify("WATCHDOG=1")
+            return
+        if not self._stall_reported:
+            message = (
+                f"{', '.join(stalled)} stalled (no progress for "
+                f"{self.config.queue.stall_limit_s:g} s); watchdog pings withheld"
+            )
+            log.error("%s: systemd will restart the service", message)
+            sdnotify.notify(f"STATUS={message}")
+            self._stall_reported = True
 
     def reload(self) -> None:
         try:
@@ -393,11 +463,12 @@ class Service:
             if self._reload.is_set():
                 self._reload.clear()
                 self.reload()
-            if watchdog is not None and self.healthy():
-                sdnotify.notify("WATCHDOG=1")
+            if watchdog is not None:
+                self._watchdog()
             if time.monotonic() >= next_stats:
                 next_stats = time.monotonic() + self.config.mqtt.stats_interval_s
                 self.link.publish_json("stats", self.stats())
+                self._publish_info_if_changed()
         sdnotify.notify("STOPPING=1")
         if self.wyoming is not None:
             self.wyoming.shutdown()

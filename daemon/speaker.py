@@ -117,8 +117,13 @@ class Speaker(threading.Thread):
         if self._interrupt is None:
             self.emit("finished", job, **job.timings())
             return
-        self.emit("interrupted", job, reason=self._interrupt, **job.timings())
-        if self._interrupt == "critical" and self.resume_interrupted:
+        requeue = self._interrupt == "critical" and self.resume_interrupted
+        # Cut off by a shutdown, it stays in the job journal and is spoken after the restart.
+        resumes = requeue or self._interrupt == "shutdown"
+        self.emit(
+            "interrupted", job, reason=self._interrupt, will_resume=resumes or None, **job.timings()
+        )
+        if requeue:
             self.queue.put(job, requeue=True)
 
     def _sentences(self, job: Job) -> Iterator[tuple[np.ndarray, bool]]:

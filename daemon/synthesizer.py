@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from daemon import faults
 from daemon.cache import CachedPiece, PhraseCache, cache_key
 from daemon.config import TextConfig
 from daemon.errors import TextError
@@ -75,6 +76,7 @@ class Synthesizer:
                 return
         rendered: list[CachedPiece] = []
         for sentence in sentences:
+            faults.hang_if_marked(sentence)
             for piece in chosen.synthesize_sentence(sentence, options):
                 rendered.append(CachedPiece(piece.samples, piece.sentence_end))
                 yield AudioChunk(

@@ -25,8 +25,9 @@ from tests.mqtt_helpers import Broker
 
 REPO = Path(__file__).resolve().parent.parent
 DEVICES = ("default", "speaker_a")
-# Artifacts built by tests (and by the CLI they run) stay out of the user's cache.
+# Artifacts and job journals of tests (and of the CLI they run) stay out of the user's home.
 os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="fastvoice-test-cache-")
+os.environ["XDG_STATE_HOME"] = tempfile.mkdtemp(prefix="fastvoice-test-state-")
 
 
 @dataclass

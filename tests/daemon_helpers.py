@@ -64,12 +64,22 @@ class Daemon:
             time.sleep(0.1)
         return False
 
-    def write_config(self, port: int, mqtt: dict | None = None, **config) -> None:
+    def write_config(
+        self, port: int, mqtt: dict | None = None, queue: dict | None = None, **config
+    ) -> None:
         mqtt = {"port": port, "base_topic": self.base, "stats_interval_s": 1, **(mqtt or {})}
+        # Each daemon its own job journal: jobs left by another test are not this one's.
+        queue = {"journal_dir": str(self.config_path.parent / "jobs"), **(queue or {})}
         # Long jobs must really take time to interrupt them: no phrase cache unless a test asks.
         # The capture device plays faster than real time: buffer whole jobs before playing so
         # the capture holds exactly the job's audio, with no underrun gaps.
-        data = {"mqtt": mqtt, "cache": {"enabled": False}, "audio": {"prefill_s": 300}, **config}
+        data = {
+            "mqtt": mqtt,
+            "queue": queue,
+            "cache": {"enabled": False},
+            "audio": {"prefill_s": 300},
+            **config,
+        }
         self.config_path.write_text(json.dumps(data))
 
     def notifications(self, until: str) -> list[str]:
