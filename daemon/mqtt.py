@@ -145,10 +145,11 @@ class MqttLink:
         if was_connected:
             log.warning("disconnected from the broker (%s); reconnecting", reason_code)
             return
-        # Dropped before it accepted us: a broker that wants a client certificate does this.
+        # Ended before the broker accepted us: a broker that wants a client certificate drops
+        # us so, and a frozen one never answers.
         failure = (
-            f"the broker at {self.config.host}:{self.config.port} closed the connection before "
-            f"accepting it: {self._socket_error or reason_code}"
+            f"the connection to the broker at {self.config.host}:{self.config.port} ended "
+            f"before it was accepted: {self._socket_error or reason_code}"
         )
         if failure != self._last_failure:
             log.error("%s (retrying)", failure)

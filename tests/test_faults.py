@@ -7,13 +7,17 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
+import signal
 import socket
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
 from tests.daemon_helpers import Daemon, say
+from tests.mqtt_helpers import Broker
 
 
 def test_a_hung_synthesis_withholds_the_watchdog_so_systemd_restarts(broker, capture, tmp_path):
@@ -136,5 +140,132 @@ def test_full_and_read_only_disks_degrade_and_say_so(broker, capture, tmp_path, 
         # Nothing half-written was left behind on the full disks.
         assert sorted(p.name for p in cache.iterdir()) == ["filler"]
         assert sorted(p.name for p in artifacts.iterdir()) == ["filler"]
+    finally:
+        daemon.stop()
+
+
+LONG_TEXT = " ".join(f"This is sentence number {n} of a long announcement." for n in range(30))
+
+
+def test_a_broker_silent_for_longer_than_the_keepalive_is_left_and_rejoined(capture, tmp_path):
+    """A frozen broker (a half-open connection, as when the network drops) is noticed by the
+    keepalive; jobs accepted before it play on, and every one ends exactly once."""
+    broker = Broker.start(tmp_path / "broker" if (tmp_path / "broker").mkdir() is None else None)
+    daemon = Daemon(
+        broker, tmp_path, capture.env(), mqtt={"client_id": "fv-frozen", "keepalive_s": 5}
+    )
+    try:
+        long_job = say(daemon, text=LONG_TEXT)
+        daemon.recorder.event(long_job, "started")
+        waiting = [say(daemon, text=f"Queued before the silence {n}.") for n in range(2)]
+        for job in waiting:
+            daemon.recorder.event(job, "queued")
+        mark = len(daemon.recorder.seen)
+        broker.process.send_signal(signal.SIGSTOP)
+        try:
+            assert daemon.log_says("disconnected from the broker", timeout=60)
+        finally:
+            broker.process.send_signal(signal.SIGCONT)
+        after = say(daemon, text="Sent after the silence.")
+        daemon.recorder.event(after, "finished", timeout=120)
+        for job in [long_job, *waiting]:
+            daemon.recorder.event(job, "finished", timeout=120)
+        for job in [long_job, *waiting, after]:
+            kinds = daemon.recorder.events(job)
+            assert kinds.count("started") == 1 and kinds.count("finished") == 1, (job, kinds)
+        online = f"{daemon.base}/status"
+        daemon.recorder.wait_for(lambda t, p: t == online and p == b"online", since=mark)
+    finally:
+        daemon.stop()
+        broker.stop()
+
+
+class SoundServer:
+    """A real PulseAudio with a null sink (paced like a real speaker), and an ALSA device
+    `speaker_pa` on it: killing the server is the device going away mid-playback."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.socket = root / "native"
+        (root / "xdg" / "alsa").mkdir(parents=True)
+        (root / "xdg" / "alsa" / "asoundrc").write_text(
+            f'pcm.speaker_pa {{ type pulse server "unix:{self.socket}" '
+            'hint { show on description "speaker_pa" } }\n'
+        )
+        (root / "client.conf").write_text("autospawn = no\n")
+        self.process: subprocess.Popen | None = None
+
+    def env(self) -> dict[str, str]:
+        return {
+            **os.environ,
+            "XDG_CONFIG_HOME": str(self.root / "xdg"),
+            "PULSE_CLIENTCONFIG": str(self.root / "client.conf"),
+            "PULSE_SERVER": f"unix:{self.socket}",
+        }
+
+    def start(self) -> None:
+        self.socket.unlink(missing_ok=True)
+        env = {**self.env(), "HOME": str(self.root), "PULSE_RUNTIME_PATH": str(self.root / "run")}
+        self.process = subprocess.Popen(
+            [
+                "pulseaudio", "-n", "--daemonize=no", "--exit-idle-time=-1", "--use-pid-file=no",
+                "-L", "module-null-sink sink_name=speaker",
+                "-L", f"module-native-protocol-unix socket={self.socket} auth-anonymous=1",
+            ],
+            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        self.wait_for(lambda: self.pactl("info").returncode == 0)
+
+    def pactl(self, *args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["pactl", *args], env=self.env(), capture_output=True, timeout=10)
+
+    def playing(self) -> bool:
+        return bool(self.pactl("list", "short", "sink-inputs").stdout.strip())
+
+    def kill(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(10)
+
+    @staticmethod
+    def wait_for(condition, timeout: float = 30) -> None:
+        deadline = time.monotonic() + timeout
+        while not condition():
+            if time.monotonic() > deadline:
+                raise TimeoutError("the sound server did not get there")
+            time.sleep(0.05)
+
+
+@pytest.fixture
+def sound_server(tmp_path):
+    if shutil.which("pulseaudio") is None:
+        pytest.fail("pulseaudio is missing: run tools/setup-dev.sh")
+    server = SoundServer(tmp_path / "pulse")
+    server.start()
+    yield server
+    server.kill()
+
+
+def test_audio_device_lost_mid_job_fails_it_by_name_and_later_jobs_play(
+    broker, sound_server, tmp_path
+):
+    daemon = Daemon(
+        broker, tmp_path, sound_server.env(), audio={"device": "speaker_pa", "prefill_s": 0.1}
+    )
+    try:
+        cut = say(daemon, text=LONG_TEXT)
+        daemon.recorder.event(cut, "started")
+        sound_server.wait_for(sound_server.playing)  # its stream is open and playing
+        sound_server.kill()
+        failed = daemon.recorder.event(cut, "failed")
+        assert failed["reason"] == "audio_device"
+        assert "'speaker_pa' stopped in the middle of playback" in failed["message"]
+        while_gone = say(daemon, text="Nobody can hear this.")
+        failed = daemon.recorder.event(while_gone, "failed")
+        assert failed["reason"] == "audio_device" and "speaker_pa" in failed["message"]
+        sound_server.start()  # plugged in again
+        back = say(daemon, text="The speaker is back.")
+        daemon.recorder.event(back, "finished")
+        assert daemon.process.poll() is None
     finally:
         daemon.stop()

@@ -6,12 +6,15 @@ cd "$(dirname "$0")/.."
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 missing=()
-for package in libportaudio2 mosquitto mosquitto-clients openssl systemd; do
+# pulseaudio + libasound2-plugins: a sound server to kill mid-playback (tests/test_faults.py).
+for package in libportaudio2 mosquitto mosquitto-clients openssl systemd pulseaudio \
+    libasound2-plugins; do
     dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")
 done
 if [ "${#missing[@]}" -gt 0 ]; then
     $SUDO apt-get update -qq
-    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+        "${missing[@]}"
 fi
 
 python3 -m venv .venv

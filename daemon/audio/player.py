@@ -170,8 +170,15 @@ class Player:
             int(target.sample_rate * self.buffer_s), int(target.sample_rate * self.prefill_s)
         )
         done = threading.Event()
+        drained = threading.Event()  # set by the callback when it ended because all was played
         self._buffer = buffer
         self._stopped.clear()
+
+        def finished() -> None:
+            # Also called when the device dies (unplugged, its sound server gone): then the
+            # producer must not wait on a buffer nobody reads any more.
+            done.set()
+            buffer.close(discard=not drained.is_set())
 
         def callback(outdata, frames, _time, _status) -> None:
             if self.paused:
@@ -183,6 +190,7 @@ class Player:
             if self.volume != 1.0:
                 mono *= self.volume
             if written < frames and buffer.drained:
+                drained.set()
                 raise sd.CallbackStop
 
         try:
@@ -193,7 +201,7 @@ class Player:
                 dtype="float32",
                 blocksize=self.blocksize,
                 callback=callback,
-                finished_callback=done.set,
+                finished_callback=finished,
             )
         except sd.PortAudioError as error:
             raise AudioDeviceError(
@@ -211,6 +219,11 @@ class Player:
             buffer.close(discard=self._stopped.is_set())
             done.wait()
         self._buffer = None
+        if not drained.is_set() and not self._stopped.is_set():
+            raise AudioDeviceError(
+                f"audio device {target.name!r} stopped in the middle of playback "
+                "(unplugged, or its sound server went away)"
+            )
         return not self._stopped.is_set()
 
     def stop(self) -> None:
