@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -307,6 +308,26 @@ def test_unit_file_verifies_without_warnings(tmp_path):
         env={**os.environ, "SYSTEMD_LOG_LEVEL": "info"},
     )
     assert result.returncode == 0 and result.stderr == "", result.stderr
+
+
+def test_unit_is_sandboxed_to_an_ok_exposure_without_root():
+    unit_path = Path(__file__).resolve().parent.parent / "systemd" / "fastvoice.service"
+    result = subprocess.run(
+        ["systemd-analyze", "security", "--offline=yes", str(unit_path)],
+        capture_output=True,
+        text=True,
+    )
+    score = re.search(
+        r"Overall exposure level for fastvoice.service: ([0-9.]+) (\w+)", result.stdout
+    )
+    assert score is not None, result.stdout + result.stderr
+    assert float(score.group(1)) <= 2.0 and score.group(2) == "OK", score.group(0)
+    unit = dict(line.split("=", 1) for line in unit_path.read_text().splitlines() if "=" in line)
+    assert unit["User"] == "fastvoice" and unit["Group"] == "fastvoice"
+    assert unit["CapabilityBoundingSet"] == "" and unit["AmbientCapabilities"] == ""
+    assert unit["NoNewPrivileges"] == "yes"
+    # Audio and GPU stay reachable: no private /dev, and the groups that own the devices.
+    assert "PrivateDevices" not in unit and unit["SupplementaryGroups"] == "audio video"
 
 
 def send_config(daemon: Daemon, tmp_path: Path) -> Path:
