@@ -350,7 +350,9 @@ class Service:
 
         sdnotify.notify("STATUS=checking artifacts for this box")
         try:
-            for result in build_voices(self.config, runtime.artifact_dir or default_store()):
+            store = runtime.artifact_dir or default_store()
+            # Checksums too: a corrupted artifact is rebuilt here, and never loaded after.
+            for result in build_voices(self.config, store, verify=True):
                 if result.status != "up to date":
                     log.info("%s: %s in %.1f s", result.stage, result.status, result.seconds)
         except (FastvoiceError, OSError) as error:

@@ -85,6 +85,25 @@ def test_corrupted_artifact_is_found_by_verify(voice_copy, tmp_path):
     assert artifact.verify() == [f"weights file {weights} does not match its sha256"]
 
 
+def test_the_service_never_loads_a_corrupted_artifact(voice_copy, tmp_path):
+    """Same size, one byte flipped: only the checksum can tell, and the service checks it."""
+    store = tmp_path / "store"
+    artifact = build_ort_artifact(voice_copy.model, store, "v/vits")
+    checked = OrtCpuBackend(threads=1, artifact_store=store, verify_artifacts=True)
+    notes = VitsVoice("v", voice_copy, checked).info.stages[0].notes
+    assert f"artifact {artifact.directory.name}" in notes
+    weights = artifact.directory / "model.weights"
+    data = bytearray(weights.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    weights.write_bytes(bytes(data))
+    voice = VitsVoice("v", voice_copy, checked)
+    assert "does not match its sha256; not used" in " ".join(voice.info.stages[0].notes)
+    from_source = VitsVoice("v", voice_copy, OrtCpuBackend(threads=1))
+    ours = np.concatenate([p.samples for p in voice.synthesize_sentence(TEXT, SILENT)])
+    reference = np.concatenate([p.samples for p in from_source.synthesize_sentence(TEXT, SILENT)])
+    np.testing.assert_allclose(ours, reference, atol=1e-5)
+
+
 def test_failed_build_leaves_nothing_behind(tmp_path):
     bogus = tmp_path / "bogus.onnx"
     bogus.write_bytes(b"not a model")

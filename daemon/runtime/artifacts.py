@@ -3,8 +3,11 @@
 An artifact belongs to one source model, one onnxruntime version, one set of build options and
 one machine. Its directory name is a key over all of these, so a changed source, an upgraded
 library or a copied disk simply finds no artifact and falls back to the source model; nothing
-stale or foreign is ever loaded. The cheap checks (sizes, manifest fields) run at every start;
-`fastvoice build --verify` also checks the sha256 of every file.
+stale or foreign is ever loaded. The cheap checks (sizes, manifest fields) run at every lookup;
+the service (and `fastvoice build --verify`) also checks the sha256 of every file, once per
+process and file version, so a corrupted artifact is never loaded by a box that runs for months.
+One-shot `fastvoice say` keeps to the cheap checks: hashing the weights would cost it about a
+third of its start.
 """
 
 from __future__ import annotations
@@ -93,15 +96,37 @@ class Artifact:
             path = self.directory / entry["name"]
             if not path.is_file():
                 problems.append(f"{role} file {path} is missing")
-            elif sha256_file(path) != entry["sha256"]:
+            elif not _matches(path, entry["sha256"]):
                 problems.append(f"{role} file {path} does not match its sha256")
         return problems
 
 
+_intact: set[tuple[str, int, int, int, str]] = set()
+
+
+def _matches(path: Path, sha256: str) -> bool:
+    """sha256_file(path) == sha256, remembered for this version of the file (a rewrite gets a
+    new inode or mtime) so that the build check and the load at start hash it once."""
+    stat = path.stat()
+    version = (str(path), stat.st_ino, stat.st_size, stat.st_mtime_ns, sha256)
+    if version in _intact:
+        return True
+    if sha256_file(path) != sha256:
+        return False
+    _intact.add(version)
+    return True
+
+
 def find_artifact(
-    store: Path, source: Path, kind: str, options: dict[str, Any], library: str
+    store: Path,
+    source: Path,
+    kind: str,
+    options: dict[str, Any],
+    library: str,
+    verify: bool = False,
 ) -> tuple[Artifact | None, str]:
-    """The artifact for exactly this source, options, library and machine, with a reason."""
+    """The artifact for exactly this source, options, library and machine, with a reason;
+    `verify` also checks every file's sha256."""
     directory = store / artifact_key(source, kind, options, library)
     try:
         manifest = json.loads((directory / MANIFEST).read_text())
@@ -113,4 +138,8 @@ def find_artifact(
         path = directory / entry["name"]
         if not path.is_file() or path.stat().st_size != entry["size"]:
             return None, f"artifact {directory}: {role} file is missing or truncated; rebuild it"
-    return Artifact(directory, manifest), f"artifact {directory.name}"
+    artifact = Artifact(directory, manifest)
+    problems = artifact.verify() if verify else []
+    if problems:
+        return None, f"{problems[0]}; not used, rebuild it with `fastvoice build`"
+    return artifact, f"artifact {directory.name}"

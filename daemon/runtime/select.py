@@ -12,7 +12,8 @@ def create_backend(config: RuntimeConfig, concurrent: bool = False) -> tuple[Bac
     """Returns the backend and a one-line reason, logged and shown in status.
 
     `concurrent`: whether requests may overlap (the service), so parallel workers pay off;
-    a one-shot command serves one request and loads one session per stage.
+    a one-shot command serves one request and loads one session per stage. The service, which
+    loads once and runs for months, also verifies every artifact's sha256 before loading it.
     """
     threads = None if config.threads == "auto" else config.threads
     workers = 1
@@ -20,7 +21,11 @@ def create_backend(config: RuntimeConfig, concurrent: bool = False) -> tuple[Bac
         workers = physical_cores_available() if config.workers == "auto" else config.workers
     store = (config.artifact_dir or default_store()) if config.artifacts else None
     backend = OrtCpuBackend(
-        threads=threads, artifact_store=store, workers=workers, precision=config.precision
+        threads=threads,
+        artifact_store=store,
+        workers=workers,
+        precision=config.precision,
+        verify_artifacts=concurrent,
     )
     if config.backend == "auto":
         return backend, "auto: ort-cpu is the only backend in this install"
