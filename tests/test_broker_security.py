@@ -107,14 +107,17 @@ def make_ca_and_server_cert(
     return ca[0], cert, key
 
 
+def start_tls_broker(directory: Path, ca: Path, cert: Path, key: Path, extra: str) -> Broker:
+    return Broker.start(
+        directory,
+        extra=f"allow_anonymous true\ncafile {ca}\ncertfile {cert}\nkeyfile {key}\n{extra}",
+    )
+
+
 @pytest.fixture
 def tls_broker(tmp_path):
     ca, cert, key = make_ca_and_server_cert(tmp_path, "broker")
-    broker = Broker.start(
-        tmp_path,
-        extra=f"allow_anonymous true\ncafile {ca}\ncertfile {cert}\nkeyfile {key}\n"
-        "tls_version tlsv1.2",
-    )
+    broker = start_tls_broker(tmp_path, ca, cert, key, "tls_version tlsv1.2")
     yield broker, ca
     broker.stop()
 
@@ -162,9 +165,7 @@ def test_logs_carry_journald_priorities_under_systemd(password_broker, capture, 
 
 def test_tls_to_a_broker_whose_certificate_names_another_host_is_refused(capture, tmp_path):
     ca, cert, key = make_ca_and_server_cert(tmp_path, "broker", san="DNS:elsewhere.invalid")
-    broker = Broker.start(
-        tmp_path, extra=f"allow_anonymous true\ncafile {ca}\ncertfile {cert}\nkeyfile {key}"
-    )
+    broker = start_tls_broker(tmp_path, ca, cert, key, "")
 
     def trusting(client) -> None:  # the recorder itself only needs to get in
         client.tls_set(ca_certs=str(ca))
@@ -186,11 +187,7 @@ def client_cert_broker(tmp_path):
     """A broker that only lets in clients with a certificate from its CA."""
     ca = make_ca(tmp_path, "site")
     cert, key = issue_cert(tmp_path, ca, "broker", "DNS:localhost,IP:127.0.0.1")
-    broker = Broker.start(
-        tmp_path,
-        extra=f"allow_anonymous true\ncafile {ca[0]}\ncertfile {cert}\nkeyfile {key}\n"
-        "require_certificate true",
-    )
+    broker = start_tls_broker(tmp_path, ca[0], cert, key, "require_certificate true")
     yield broker, ca
     broker.stop()
 

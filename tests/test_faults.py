@@ -147,34 +147,40 @@ def test_full_and_read_only_disks_degrade_and_say_so(broker, capture, tmp_path, 
 LONG_TEXT = " ".join(f"This is sentence number {n} of a long announcement." for n in range(30))
 
 
-def test_a_broker_silent_for_longer_than_the_keepalive_is_left_and_rejoined(capture, tmp_path):
-    """A frozen broker (a half-open connection, as when the network drops) is noticed by the
-    keepalive; jobs accepted before it play on, and every one ends exactly once."""
-    broker = Broker.start(tmp_path / "broker" if (tmp_path / "broker").mkdir() is None else None)
+@pytest.mark.parametrize("outage", ["restart", "frozen"])
+def test_broker_outages_lose_no_accepted_job(capture, tmp_path, outage):
+    """`restart`: the broker process is replaced (persistent sessions). `frozen`: it stops
+    answering for longer than the keepalive (a half-open connection, as when the network drops),
+    which only the keepalive can notice. Jobs accepted before play on, every one ends once."""
+    broker_dir = tmp_path / "broker"
+    broker_dir.mkdir()
+    broker = Broker.start(broker_dir, persistent=True)
     daemon = Daemon(
-        broker, tmp_path, capture.env(), mqtt={"client_id": "fv-frozen", "keepalive_s": 5}
+        broker, tmp_path, capture.env(), mqtt={"client_id": f"fv-{outage}", "keepalive_s": 5}
     )
     try:
         long_job = say(daemon, text=LONG_TEXT)
         daemon.recorder.event(long_job, "started")
-        waiting = [say(daemon, text=f"Queued before the silence {n}.") for n in range(2)]
+        waiting = [say(daemon, text=f"Queued before the outage {n}.") for n in range(2)]
         for job in waiting:
             daemon.recorder.event(job, "queued")
         mark = len(daemon.recorder.seen)
-        broker.process.send_signal(signal.SIGSTOP)
-        try:
-            assert daemon.log_says("disconnected from the broker", timeout=60)
-        finally:
-            broker.process.send_signal(signal.SIGCONT)
-        after = say(daemon, text="Sent after the silence.")
-        daemon.recorder.event(after, "finished", timeout=120)
-        for job in [long_job, *waiting]:
+        if outage == "restart":
+            broker = broker.restart()
+        else:
+            broker.process.send_signal(signal.SIGSTOP)
+            try:
+                assert daemon.log_says("disconnected from the broker", timeout=60)
+            finally:
+                broker.process.send_signal(signal.SIGCONT)
+        online = f"{daemon.base}/status"
+        daemon.recorder.wait_for(lambda t, p: t == online and p == b"online", since=mark)
+        after = say(daemon, text="Sent after the outage.")
+        for job in [long_job, *waiting, after]:
             daemon.recorder.event(job, "finished", timeout=120)
         for job in [long_job, *waiting, after]:
             kinds = daemon.recorder.events(job)
             assert kinds.count("started") == 1 and kinds.count("finished") == 1, (job, kinds)
-        online = f"{daemon.base}/status"
-        daemon.recorder.wait_for(lambda t, p: t == online and p == b"online", since=mark)
     finally:
         daemon.stop()
         broker.stop()

@@ -19,7 +19,7 @@ import pytest
 from daemon.audio.pcm_stream import decode_chunk
 from tests.conftest import run_cli
 from tests.daemon_helpers import Daemon, say
-from tests.mqtt_helpers import Broker, Recorder
+from tests.mqtt_helpers import Recorder
 
 TEXTS_FOR_LANES = [
     "The next train to the airport leaves from platform four.",
@@ -362,35 +362,6 @@ def test_send_reports_a_rejection_and_a_missing_service(daemon, tmp_path):
     nobody.write_text(json.dumps({"mqtt": {"port": daemon.port, "base_topic": "fvtest/nobody"}}))
     result = run_cli("send", "Anyone?", "--timeout", "2", "--config", str(nobody))
     assert result.returncode == 1 and b"no answer from fvtest/nobody within 2 s" in result.stderr
-
-
-def test_broker_restart_loses_no_accepted_job(capture, tmp_path):
-    broker = Broker.start(
-        tmp_path / "broker" if (tmp_path / "broker").mkdir() is None else None, persistent=True
-    )
-    running = Daemon(
-        broker, tmp_path, capture.env(), mqtt={"client_id": "fv-restart", "keepalive_s": 5}
-    )
-    try:
-        long_job = say(running, text=LONG_TEXT)
-        running.recorder.event(long_job, "started")
-        waiting = [say(running, text=f"Queued before the outage {n}.") for n in range(3)]
-        for job in waiting:
-            running.recorder.event(job, "queued")
-        broker = broker.restart()
-        after = say(running, text="Sent after the restart.")
-        running.recorder.event(after, "finished", timeout=120)
-        for job in [long_job, *waiting, after]:
-            events = {
-                json.loads(p)["time"]: json.loads(p)
-                for t, p, _ in running.recorder.seen
-                if t.endswith("/events") and json.loads(p)["id"] == job
-            }
-            kinds = [e["event"] for e in sorted(events.values(), key=lambda e: e["time"])]
-            assert kinds.count("started") == 1 and kinds[-1] == "finished", (job, kinds)
-    finally:
-        running.stop()
-        broker.stop()
 
 
 def test_pregenerated_phrase_is_a_cache_hit(broker, capture, tmp_path):

@@ -125,6 +125,7 @@ def main() -> None:
         settings = {
             "mqtt": {"port": port, "base_topic": BASE},
             "cache": {"enabled": False},
+            "queue": {"journal_dir": str(directory / "jobs")},  # not the user's job journal
             # The capture device plays as fast as it is fed; its callback would compete with
             # synthesis for the CPU. Buffering whole jobs keeps the synthesis times honest.
             "audio": {"prefill_s": 300},

@@ -30,7 +30,11 @@ def free_port() -> int:
 def one_run(directory: Path, port: int) -> tuple[float, float]:
     base = f"timing/{os.getpid()}/{time.monotonic_ns()}"
     config = directory / "fastvoice.yaml"
-    settings = {"mqtt": {"port": port, "base_topic": base}, "cache": {"enabled": False}}
+    settings = {
+        "mqtt": {"port": port, "base_topic": base},
+        "cache": {"enabled": False},
+        "queue": {"journal_dir": str(directory / "jobs")},  # not the user's job journal
+    }
     config.write_text(json.dumps(settings))
     notify_path = directory / f"notify-{time.monotonic_ns()}.sock"
     notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
