@@ -345,14 +345,18 @@ class Service:
         runtime = self.config.runtime
         if not (runtime.artifacts and runtime.build_on_start):
             return
+        import multiprocessing
+
         from daemon.runtime.artifacts import default_store
-        from edge_build.build import build_voices
 
         sdnotify.notify("STATUS=checking artifacts for this box")
+        store = runtime.artifact_dir or default_store()
+        # In a process of its own: a build and its quality gate peak at hundreds of MB that
+        # a long-running service would otherwise keep.
         try:
-            store = runtime.artifact_dir or default_store()
-            # Checksums too: a corrupted artifact is rebuilt here, and never loaded after.
-            for result in build_voices(self.config, store, verify=True):
+            with multiprocessing.get_context("spawn").Pool(1) as pool:
+                results = pool.apply(_build_checked, (self.config, store))
+            for result in results:
                 if result.status != "up to date":
                     log.info("%s: %s in %.1f s", result.stage, result.status, result.seconds)
         except (FastvoiceError, OSError) as error:
@@ -480,6 +484,13 @@ class Service:
             speaker.join(timeout=10)
         self.link.stop()
         return 0
+
+
+def _build_checked(config: Config, store: Path) -> list:
+    """Builds what is missing, checksums included: a corrupted artifact is rebuilt here."""
+    from edge_build.build import build_voices
+
+    return build_voices(config, store, verify=True)
 
 
 def serve(config_path: Path | None, wyoming: str | None = None, unregister: bool = False) -> int:
