@@ -79,6 +79,30 @@ def test_jobs_accepted_before_a_crash_are_spoken_after_the_restart(broker, captu
         second.stop()
 
 
+def test_a_job_cut_off_by_a_stop_is_spoken_after_the_restart(broker, capture, tmp_path):
+    journal = tmp_path / "jobs"
+    first = Daemon(broker, tmp_path, capture.env(), queue={"journal_dir": str(journal)})
+    try:
+        cut = say(first, text=LONG_TEXT)
+        first.recorder.event(cut, "started")
+        first.process.terminate()  # systemctl stop / restart
+        interrupted = first.recorder.event(cut, "interrupted")
+        assert interrupted["reason"] == "shutdown" and interrupted["will_resume"] is True
+        first.process.wait(30)
+    finally:
+        first.stop()
+    second_dir = tmp_path / "second"
+    second_dir.mkdir()
+    second = Daemon(
+        broker, second_dir, capture.env(), base=first.base, queue={"journal_dir": str(journal)}
+    )
+    try:
+        assert second.recorder.event(cut, "queued")["recovered"] is True
+        second.recorder.event(cut, "finished", timeout=120)
+    finally:
+        second.stop()
+
+
 @pytest.fixture
 def small_disks(tmp_path):
     """Mounts tmpfs file systems: mount(name, size, read_only) -> the mount point."""
