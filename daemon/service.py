@@ -159,31 +159,28 @@ class Service:
         job = Job(command)
         if self.journal is not None:  # before the queue: a speaker may end the job at once
             job.journal = self.journal.record(command, time.time())
+        refused = self._enqueue(job)
+        if refused is None and command.priority == "critical":
+            self._make_room(job)
+        return refused
+
+    def _enqueue(self, job: Job, **fields: Any) -> str | None:
+        """Queues a job with its `queued` event; or its `rejected` event and why (which also
+        drops its journal entry)."""
         try:
             self.queue.put(job)
-        except (DuplicateJob, QueueFull) as error:
-            self._forget(job)
-            return self._refuse(job, error)
+        except DuplicateJob:
+            message = "this id was already accepted"
+            self.emit("rejected", job, reason="duplicate", message=message)
+            return message
+        except QueueFull:
+            message = f"{self.config.queue.max_jobs} jobs already queued"
+            self.emit("rejected", job, reason="queue_full", message=message)
+            return message
         self.counts["accepted"] += 1
-        self.emit("queued", job, priority=command.priority, queue_depth=len(self.queue))
-        if command.priority == "critical":
-            self._make_room(job)
+        priority = job.command.priority
+        self.emit("queued", job, priority=priority, queue_depth=len(self.queue), **fields)
         return None
-
-    def _refuse(self, job: Job, error: Exception) -> str:
-        """The `rejected` event for a job the queue would not take; its message."""
-        if isinstance(error, DuplicateJob):
-            reason, message = "duplicate", "this id was already accepted"
-        else:
-            reason, message = "queue_full", f"{self.config.queue.max_jobs} jobs already queued"
-        self.emit("rejected", job, reason=reason, message=message)
-        return message
-
-    def _forget(self, job: Job) -> None:
-        """Its journal entry goes once the job has ended (or was never queued)."""
-        if job.journal is not None:
-            JobJournal.done(job.journal)
-            job.journal = None
 
     def recover(self) -> None:
         """Queues the jobs a crash or a restart cut off, as they were accepted."""
@@ -192,14 +189,7 @@ class Service:
         for command, accepted_at, path in self.journal.pending():
             job = Job(command, journal=path)
             job.received -= max(0.0, time.time() - accepted_at)  # expiry counts from acceptance
-            try:
-                self.queue.put(job)
-            except (DuplicateJob, QueueFull) as error:
-                self._forget(job)
-                self._refuse(job, error)
-                continue
-            self.counts["accepted"] += 1
-            self.emit("queued", job, priority=command.priority, recovered=True)
+            self._enqueue(job, recovered=True)
 
     def _make_room(self, job: Job) -> None:
         """A critical job cuts short a non-critical one it would otherwise wait for."""
@@ -269,8 +259,10 @@ class Service:
         message["time"] = round(time.time(), 3)
         if event in self.counts:
             self.counts[event] += 1
-        if job is not None and event in ENDS and not fields.get("will_resume"):
-            self._forget(job)
+        ended = event in ENDS and not fields.get("will_resume")
+        if ended and job is not None and job.journal is not None:  # gone, or never queued
+            JobJournal.done(job.journal)
+            job.journal = None
         if event in ("finished", "interrupted") and job is not None and job.first_audio:
             self.latencies.append(job.first_audio - job.received)
         log.info("job %s %s %s", message["id"], event, fields.get("message", ""))

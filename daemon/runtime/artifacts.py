@@ -106,7 +106,7 @@ _intact: set[tuple[str, int, int, int, str]] = set()
 
 def _matches(path: Path, sha256: str) -> bool:
     """sha256_file(path) == sha256, remembered for this version of the file (a rewrite gets a
-    new inode or mtime) so that the build check and the load at start hash it once."""
+    new inode or mtime): a voice looks each artifact up more than once while it loads."""
     stat = path.stat()
     version = (str(path), stat.st_ino, stat.st_size, stat.st_mtime_ns, sha256)
     if version in _intact:
