@@ -14,13 +14,14 @@ import json
 import logging
 import os
 import struct
-import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from daemon.files import replaced_atomically
 
 log = logging.getLogger(__name__)
 
@@ -111,15 +112,10 @@ class PhraseCache:
         data = _encode(sample_rate, pieces)
         if len(data) > self.max_bytes:
             return
-        temp: str | None = None
         try:
-            handle, temp = tempfile.mkstemp(dir=self.directory, suffix=".part")
-            with os.fdopen(handle, "wb") as out:
+            with replaced_atomically(self.directory / f"{key}{SUFFIX}") as out:
                 out.write(data)
-            os.replace(temp, self.directory / f"{key}{SUFFIX}")
         except OSError as error:
-            if temp is not None:
-                Path(temp).unlink(missing_ok=True)
             self._disable(f"cannot write to {self.directory}: {error.strerror or error}")
             return
         with self._lock:

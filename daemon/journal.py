@@ -11,8 +11,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import os
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -20,6 +18,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from daemon.commands import SayCommand
+from daemon.files import replaced_atomically, systemd_or_user_dir
 
 log = logging.getLogger(__name__)
 
@@ -28,11 +27,7 @@ SUFFIX = ".job.json"
 
 def state_root() -> Path:
     """systemd's StateDirectory when run by it, else the user's state directory."""
-    state = os.environ.get("STATE_DIRECTORY")
-    if state:
-        return Path(state.split(":")[0])
-    xdg = os.environ.get("XDG_STATE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".local" / "state") / "fastvoice"
+    return systemd_or_user_dir("STATE_DIRECTORY", "XDG_STATE_HOME", ".local/state")
 
 
 class JobJournal:
@@ -59,15 +54,10 @@ class JobJournal:
         self._sequence += 1
         path = self.directory / f"{self._sequence:020d}-{command.id}{SUFFIX}"
         data = {"accepted_at": accepted_at, "command": command.model_dump(mode="json")}
-        temp: str | None = None
         try:
-            handle, temp = tempfile.mkstemp(dir=self.directory, suffix=".part")
-            with os.fdopen(handle, "w", encoding="utf-8") as out:
-                json.dump(data, out)
-            os.replace(temp, path)
+            with replaced_atomically(path) as out:
+                out.write(json.dumps(data).encode())
         except OSError as error:
-            if temp is not None:
-                Path(temp).unlink(missing_ok=True)
             self._disable(f"cannot write to {self.directory}: {error.strerror or error}")
             return None
         return path

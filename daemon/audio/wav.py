@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import io
-import os
-import tempfile
 import wave
 from collections.abc import Iterable
 from pathlib import Path
@@ -13,6 +11,7 @@ from typing import BinaryIO
 import numpy as np
 
 from daemon.audio.pcm import to_int16
+from daemon.files import replaced_atomically
 
 
 def _write(target: BinaryIO, blocks: Iterable[np.ndarray], sample_rate: int) -> int:
@@ -29,17 +28,8 @@ def _write(target: BinaryIO, blocks: Iterable[np.ndarray], sample_rate: int) -> 
 
 def write_wav(path: Path, blocks: Iterable[np.ndarray], sample_rate: int) -> int:
     """Writes float32 blocks; returns the number of frames. A failure leaves no partial file."""
-    directory = path.parent if str(path.parent) else Path(".")
-    handle, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=directory)
-    try:
-        with os.fdopen(handle, "wb") as raw:
-            frames = _write(raw, blocks, sample_rate)
-        os.chmod(temp_name, 0o644)
-        os.replace(temp_name, path)
-    except BaseException:
-        Path(temp_name).unlink(missing_ok=True)
-        raise
-    return frames
+    with replaced_atomically(path, mode=0o644) as raw:
+        return _write(raw, blocks, sample_rate)
 
 
 def wav_bytes(blocks: Iterable[np.ndarray], sample_rate: int) -> bytes:

@@ -15,11 +15,12 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import os
 import platform
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from daemon.files import systemd_or_user_dir
 
 MANIFEST = "manifest.json"
 FORMAT = 1
@@ -27,11 +28,7 @@ FORMAT = 1
 
 def cache_root() -> Path:
     """systemd's CacheDirectory when run by it, else the user's cache directory."""
-    cache = os.environ.get("CACHE_DIRECTORY")
-    if cache:
-        return Path(cache.split(":")[0])
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "fastvoice"
+    return systemd_or_user_dir("CACHE_DIRECTORY", "XDG_CACHE_HOME", ".cache")
 
 
 def default_store() -> Path:
