@@ -129,7 +129,7 @@ class Service:
         self._stop = threading.Event()
         self._reload = threading.Event()
         self._stall_reported = False
-        self._published_info: dict[str, Any] | None = None
+        self._published_problems: tuple[str | None, ...] | None = None
         self.artifacts_problem: str | None = None
 
     # --- commands (paho's thread: validate and enqueue, nothing slow) ---
@@ -313,16 +313,21 @@ class Service:
             "rss_bytes": psutil.Process().memory_info().rss,
         }
 
-    def _publish_info_if_changed(self) -> None:
-        """A problem found while serving (a disk that filled up, ...) shows in status/info."""
-        info = self.info()
-        if info != self._published_info:
-            self._published_info = info
-            self.link.publish_json("status/info", info, retain=True)
+    def _problems(self) -> tuple[str | None, ...]:
+        """What can go wrong while serving (a disk that fills up, ...), cheap to read: info()
+        itself asks the audio device, which a periodic check should not."""
+        return (
+            self.cache.problem if self.cache is not None else None,
+            self.journal.problem if self.journal is not None else None,
+            self.artifacts_problem,
+        )
+
+    def _publish_info(self) -> None:
+        self._published_problems = self._problems()
+        self.link.publish_json("status/info", self.info(), retain=True)
 
     def _on_online(self) -> None:
-        self._published_info = self.info()
-        self.link.publish_json("status/info", self._published_info, retain=True)
+        self._publish_info()
         self.link.publish(self.link.topic("volume/state"), f"{self.player.volume:g}", retain=True)
         paused = "true" if self.queue.paused else "false"
         self.link.publish(self.link.topic("pause/state"), paused, retain=True)
@@ -466,7 +471,8 @@ class Service:
             if time.monotonic() >= next_stats:
                 next_stats = time.monotonic() + self.config.mqtt.stats_interval_s
                 self.link.publish_json("stats", self.stats())
-                self._publish_info_if_changed()
+                if self._problems() != self._published_problems:
+                    self._publish_info()
         sdnotify.notify("STOPPING=1")
         if self.wyoming is not None:
             self.wyoming.shutdown()
