@@ -128,7 +128,10 @@ class MqttLink:
     def _on_connect_fail(self, _client, _userdata) -> None:
         # paho calls this from inside its `except OSError` block: the error is the current one.
         error = sys.exc_info()[1]
-        failure = f"cannot connect to {self.config.host}:{self.config.port}: {error}"
+        self._report_failure(f"cannot connect to {self.config.host}:{self.config.port}: {error}")
+
+    def _report_failure(self, failure: str) -> None:
+        """Logged once while the same failure repeats on every reconnect attempt."""
         if failure != self._last_failure:
             log.error("%s (retrying)", failure)
         self._last_failure = failure
@@ -147,13 +150,10 @@ class MqttLink:
             return
         # Ended before the broker accepted us: a broker that wants a client certificate drops
         # us so, and a frozen one never answers.
-        failure = (
+        self._report_failure(
             f"the connection to the broker at {self.config.host}:{self.config.port} ended "
             f"before it was accepted: {self._socket_error or reason_code}"
         )
-        if failure != self._last_failure:
-            log.error("%s (retrying)", failure)
-        self._last_failure = failure
 
     def _on_message(self, _client, _userdata, message) -> None:
         suffix = message.topic.removeprefix(self.base + "/")
