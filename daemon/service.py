@@ -344,7 +344,7 @@ class Service:
             return
         import multiprocessing
 
-        from daemon.runtime.artifacts import default_store
+        from daemon.runtime.artifacts import default_store, trust_verified
 
         sdnotify.notify("STATUS=checking artifacts for this box")
         store = runtime.artifact_dir or default_store()
@@ -352,7 +352,8 @@ class Service:
         # a long-running service would otherwise keep.
         try:
             with multiprocessing.get_context("spawn").Pool(1) as pool:
-                results = pool.apply(_build_checked, (self.config, store))
+                results, verified = pool.apply(_build_checked, (self.config, store))
+            trust_verified(verified)  # the load below need not hash the same files again
             for result in results:
                 if result.status != "up to date":
                     log.info("%s: %s in %.1f s", result.stage, result.status, result.seconds)
@@ -484,11 +485,13 @@ class Service:
         return 0
 
 
-def _build_checked(config: Config, store: Path) -> list:
-    """Builds what is missing, checksums included: a corrupted artifact is rebuilt here."""
+def _build_checked(config: Config, store: Path) -> tuple[list, set]:
+    """Builds what is missing, checksums included (a corrupted artifact is rebuilt here); the
+    results, and the file versions found intact."""
+    from daemon.runtime.artifacts import verified_files
     from edge_build.build import build_voices
 
-    return build_voices(config, store, verify=True)
+    return build_voices(config, store, verify=True), verified_files()
 
 
 def serve(config_path: Path | None, wyoming: str | None = None, unregister: bool = False) -> int:

@@ -98,7 +98,19 @@ class Artifact:
         return problems
 
 
-_intact: set[tuple[str, int, int, int, str]] = set()
+FileVersion = tuple[str, int, int, int, str]  # path, inode, size, mtime, expected sha256
+_intact: set[FileVersion] = set()
+
+
+def verified_files() -> set[FileVersion]:
+    """The file versions this process found intact (handed to another one by trust_verified)."""
+    return set(_intact)
+
+
+def trust_verified(versions: set[FileVersion]) -> None:
+    """Versions another process (the service's build child) has just hashed: not hashed again
+    unless the file has changed since."""
+    _intact.update(versions)
 
 
 def _matches(path: Path, sha256: str) -> bool:
