@@ -91,8 +91,11 @@ def _default_voices() -> dict[str, VoiceConfig]:
 
 
 class RuntimeConfig(StrictModel):
-    backend: Literal["auto", "ort-cpu"] = Field(
-        "auto", description="auto picks the fastest backend available on this box"
+    backend: Literal["auto", "trt", "ort-trt", "ort-cuda", "ort-cpu"] = Field(
+        "auto",
+        description="auto: a TensorRT engine where TensorRT, a GPU and a fitting engine are "
+        "present, else ort-cuda, else ort-cpu; a named one that cannot run falls down that "
+        "chain, saying why",
     )
     threads: Literal["auto"] | Annotated[int, Field(ge=1, le=256)] = Field(
         "auto", description="intra-op threads of a run alone; auto = physical cores available"
@@ -115,6 +118,65 @@ class RuntimeConfig(StrictModel):
     )
 
     _resolve = field_validator("artifact_dir")(_resolve_path)
+
+
+class DimRange(StrictModel):
+    """One dynamic dimension of the voices' graphs, as TensorRT optimisation profiles see it."""
+
+    min: int = Field(ge=1, le=1_000_000)
+    opt: int = Field(ge=1, le=1_000_000)
+    max: int = Field(ge=1, le=1_000_000)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> DimRange:
+        if not self.min <= self.opt <= self.max:
+            raise ValueError(f"needs min <= opt <= max, got {self.min}, {self.opt}, {self.max}")
+        return self
+
+
+def _default_profiles() -> dict[str, DimRange]:
+    # A VITS encoder reads phoneme ids (about 2 per character: 400 characters fit in 1024); its
+    # decoder reads latent frames (86 per second of audio; streaming windows are at most
+    # 1024 + 2 x 16 context frames).
+    return {
+        "phonemes": DimRange(min=1, opt=128, max=1024),
+        "frames": DimRange(min=1, opt=256, max=1056),
+    }
+
+
+class GpuConfig(StrictModel):
+    """The GPU backends: which device, how much of its memory, and how engines are built."""
+
+    device: int = Field(0, ge=0, le=63, description="CUDA device index")
+    vram_budget_mb: float = Field(
+        1024.0,
+        gt=0,
+        le=1_048_576,
+        description="GPU memory this service may use: engine weights, execution memory and "
+        "ONNX Runtime arenas together",
+    )
+    precision: Literal["fp16", "fp32"] = Field("fp16", description="TensorRT engine precision")
+    max_batch: int = Field(1, ge=1, le=64, description="largest batch an engine is built for")
+    profiles: dict[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")], DimRange] = (
+        Field(
+            default_factory=_default_profiles,
+            description="min/opt/max of each named dynamic dimension of the graphs",
+        )
+    )
+    profile_levels: int = Field(
+        3,
+        ge=1,
+        le=6,
+        description="profiles per engine (max, max/2, ...): a tight budget loads a smaller one",
+    )
+    builder_optimization_level: int = Field(3, ge=0, le=5, description="TensorRT builder effort")
+    workspace_fraction: float = Field(
+        0.5, gt=0, le=1, description="share of the budget the builder may use as workspace"
+    )
+
+    @property
+    def budget_bytes(self) -> int:
+        return int(self.vram_budget_mb * 2**20)
 
 
 class TextConfig(StrictModel):
@@ -316,6 +378,7 @@ class Config(StrictModel):
     voice: VoiceName = Field(DEFAULT_VOICE, description="voice used when a request names none")
     voices: dict[VoiceName, VoiceConfig] = Field(default_factory=_default_voices)
     runtime: RuntimeConfig = Field(default_factory=RuntimeConfig)
+    gpu: GpuConfig = Field(default_factory=GpuConfig)
     text: TextConfig = Field(default_factory=TextConfig)
     audio: AudioConfig = Field(default_factory=AudioConfig)
     cache: CacheConfig = Field(default_factory=CacheConfig)

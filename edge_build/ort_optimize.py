@@ -7,19 +7,18 @@ memory-mapped, not copied: faster start, less private memory, pages shared betwe
 
 from __future__ import annotations
 
-import json
-import os
 import shutil
-import tempfile
 import time
 from pathlib import Path
 
 from daemon.errors import BackendError
 from daemon.runtime.artifacts import (
-    MANIFEST,
     Artifact,
     artifact_key,
+    file_entries,
+    install,
     machine_id,
+    new_build_directory,
     sha256_file,
     source_identity,
 )
@@ -79,20 +78,12 @@ def build_ort_artifact(
             "machine": machine_id(),
             "build_s": round(time.perf_counter() - started, 3),
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "files": {
-                role: {
-                    "name": name,
-                    "size": (work / name).stat().st_size,
-                    "sha256": sha256_file(work / name),
-                }
-                for role, name in (("model", MODEL_FILE), ("weights", WEIGHTS_FILE))
-            },
+            "files": file_entries(work, {"model": MODEL_FILE, "weights": WEIGHTS_FILE}),
         }
-        _install(work, directory, manifest)
+        return install(work, directory, manifest)
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
         raise
-    return Artifact(directory, manifest)
 
 
 def write_precision_choice(source: Path, store: Path, stage: str, verdict: dict) -> Artifact:
@@ -112,28 +103,15 @@ def write_precision_choice(source: Path, store: Path, stage: str, verdict: dict)
         **verdict,
     }
     try:
-        _install(work, directory, manifest)
+        return install(work, directory, manifest)
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
         raise
-    return Artifact(directory, manifest)
 
 
 def _work_directory(store: Path, source: Path, kind: str) -> tuple[Path, Path]:
     """The artifact's final directory and a temporary one beside it to build in."""
     import onnxruntime as ort
 
-    store.mkdir(parents=True, exist_ok=True)
     directory = store / artifact_key(source, kind, ARTIFACT_OPTIONS, ort.__version__)
-    return directory, Path(tempfile.mkdtemp(prefix=".build-", dir=store))
-
-
-def _install(work: Path, directory: Path, manifest: dict) -> None:
-    """Manifest last, then one rename: readers see the whole artifact or none."""
-    (work / MANIFEST).write_text(json.dumps(manifest, indent=2))
-    for path in work.iterdir():
-        os.chmod(path, 0o644)
-    os.chmod(work, 0o755)
-    if directory.exists():
-        shutil.rmtree(directory)
-    os.replace(work, directory)
+    return directory, new_build_directory(store)

@@ -9,6 +9,9 @@ from pathlib import Path
 
 DECODER_PREFIX = "/dec/"
 OUTPUT = "output"
+# The latent frames' dimensions, named so that TensorRT profiles (config `gpu.profiles`) and
+# ONNX Runtime see a known rank: batch, channels (fixed by the decoder's first conv), frames.
+BATCH_DIM, FRAMES_DIM = "batch_size", "frames"
 
 
 def decoder_inputs(model) -> list[str]:
@@ -38,9 +41,30 @@ def split_vits(source: Path, directory: Path) -> tuple[Path, Path] | None:
     graph_inputs = [value.name for value in model.graph.input]
     extractor = onnx.utils.Extractor(model)
     encoder, decoder = directory / "encoder.onnx", directory / "decoder.onnx"
-    onnx.save(extractor.extract_model(graph_inputs, boundary), str(encoder))
+    encoder_model = extractor.extract_model(graph_inputs, boundary)
     decoder_model = extractor.extract_model(boundary, [OUTPUT])
     if any(value.name in graph_inputs for value in decoder_model.graph.input):
         return None
+    for value in (*decoder_model.graph.input, *encoder_model.graph.output):
+        _name_latent_dims(model, value)
+    onnx.save(encoder_model, str(encoder))
     onnx.save(decoder_model, str(decoder))
     return encoder, decoder
+
+
+def _name_latent_dims(model, value) -> None:
+    """[batch_size, C, frames] on a boundary tensor read by a convolution (the latent frames),
+    where shape inference left it without a shape; other tensors are left as they are."""
+    import onnx
+
+    weights = {init.name: init for init in model.graph.initializer}
+    for node in model.graph.node:
+        if value.type.tensor_type.shape.dim:
+            return
+        if node.op_type == "Conv" and node.input[0] == value.name and node.input[1] in weights:
+            channels = weights[node.input[1]].dims[1]
+            elem_type = value.type.tensor_type.elem_type or onnx.TensorProto.FLOAT
+            value.type.CopyFrom(
+                onnx.helper.make_tensor_type_proto(elem_type, [BATCH_DIM, channels, FRAMES_DIM])
+            )
+            return

@@ -15,7 +15,10 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import os
 import platform
+import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -57,13 +60,21 @@ def source_identity(source: Path) -> dict[str, Any]:
     return {"path": str(source.resolve()), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
 
 
-def artifact_key(source: Path, kind: str, options: dict[str, Any], library: str) -> str:
+def artifact_key(
+    source: Path,
+    kind: str,
+    options: dict[str, Any],
+    library: str,
+    machine: dict[str, str] | None = None,
+) -> str:
+    """`machine`: what the artifact runs on (default: this CPU; a GPU's name and compute
+    capability for an engine)."""
     identity = {
         "source": source_identity(source),
         "kind": kind,
         "options": options,
         "library": library,
-        "machine": machine_id(),
+        "machine": machine or machine_id(),
         "format": FORMAT,
     }
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:20]
@@ -133,10 +144,11 @@ def find_artifact(
     options: dict[str, Any],
     library: str,
     verify: bool = False,
+    machine: dict[str, str] | None = None,
 ) -> tuple[Artifact | None, str]:
     """The artifact for exactly this source, options, library and machine, with a reason;
     `verify` also checks every file's sha256."""
-    directory = store / artifact_key(source, kind, options, library)
+    directory = store / artifact_key(source, kind, options, library, machine)
     try:
         manifest = json.loads((directory / MANIFEST).read_text())
     except FileNotFoundError:
@@ -152,3 +164,34 @@ def find_artifact(
     if problems:
         return None, f"{problems[0]}; not used, rebuild it with `fastvoice build`"
     return artifact, f"artifact {directory.name}"
+
+
+def new_build_directory(store: Path) -> Path:
+    """A temporary directory in the store to build an artifact in (same file system: the
+    final rename is atomic)."""
+    store.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=".build-", dir=store))
+
+
+def install(work: Path, directory: Path, manifest: dict[str, Any]) -> Artifact:
+    """Manifest last, then one rename: readers see the whole artifact or none."""
+    (work / MANIFEST).write_text(json.dumps(manifest, indent=2))
+    for path in work.iterdir():
+        os.chmod(path, 0o644)
+    os.chmod(work, 0o755)
+    if directory.exists():
+        shutil.rmtree(directory)
+    os.replace(work, directory)
+    return Artifact(directory, manifest)
+
+
+def file_entries(work: Path, roles: dict[str, str]) -> dict[str, dict[str, Any]]:
+    """The manifest's `files`: name, size and sha256 of each role's file in `work`."""
+    return {
+        role: {
+            "name": name,
+            "size": (work / name).stat().st_size,
+            "sha256": sha256_file(work / name),
+        }
+        for role, name in roles.items()
+    }
