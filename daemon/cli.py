@@ -63,7 +63,7 @@ def _speaker(text: str) -> str | int:
 
 
 def _setup(config: Config) -> VoiceRegistry:
-    backend, reason = create_backend(config.runtime)
+    backend, reason = create_backend(config)
     log.info("backend %s (%s)", backend.name, reason)
     return VoiceRegistry(config, backend)
 

@@ -57,7 +57,7 @@ class Service:
     def __init__(self, config: Config, config_path: Path | None) -> None:
         self.config = config
         self.config_path = config_path
-        backend, self.backend_reason = create_backend(config.runtime, concurrent=True)
+        backend, self.backend_reason = create_backend(config, concurrent=True)
         self.voices = VoiceRegistry(config, backend)
         self.cache = phrase_cache(config.cache)
         self.synthesizer = Synthesizer(self.voices, config.text, self.cache)
@@ -291,6 +291,7 @@ class Service:
             "backend": self.voices.backend.name,
             "backend_reason": self.backend_reason,
             "workers": self.voices.backend.workers,
+            "gpu": self.voices.backend.gpu_report(),
             "audio_device": target,
             "cache": self.cache.describe() if self.cache is not None else None,
             "journal": self.journal.describe() if self.journal is not None else None,
@@ -311,6 +312,7 @@ class Service:
             "latency_p50_s": round(statistics.median(latencies), 4) if latencies else None,
             "latency_p90_s": round(percentile[8], 4) if percentile else None,
             "rss_bytes": psutil.Process().memory_info().rss,
+            "gpu_memory": self.voices.backend.gpu_memory(),
         }
 
     def _problems(self) -> tuple[str | None, ...]:

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, ClassVar
 
 import numpy as np
@@ -17,6 +18,11 @@ class TensorSpec:
     name: str
     dtype: str
     shape: tuple[int | str | None, ...]
+
+
+def ort_specs(args: list) -> tuple[TensorSpec, ...]:
+    """TensorSpecs of an ONNX Runtime session's `get_inputs()` or `get_outputs()`."""
+    return tuple(TensorSpec(a.name, a.type, tuple(a.shape)) for a in args)
 
 
 @dataclass(frozen=True)
@@ -58,6 +64,9 @@ class Stage(ABC):
     report: StageReport
     inputs: tuple[TensorSpec, ...]
     outputs: tuple[TensorSpec, ...]
+    # The largest value of each named dimension this stage runs (an engine's profile), so that a
+    # voice can cut its work to fit; empty: no limit.
+    limits: Mapping[str, int] = MappingProxyType({})
 
     @abstractmethod
     def run(self, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
@@ -83,3 +92,11 @@ class Backend(ABC):
     def has_part(self, model_path: Path, part: str) -> bool:
         """Whether `fastvoice build` made `part` of this model for this backend."""
         return False
+
+    def gpu_report(self) -> dict[str, Any] | None:
+        """The GPU stack found, the VRAM budget and its decisions (status/info); None on CPU."""
+        return None
+
+    def gpu_memory(self) -> dict[str, int] | None:
+        """GPU memory in use now, read through NVML (stats); None where there is none."""
+        return None

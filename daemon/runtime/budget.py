@@ -148,6 +148,12 @@ class VramLedger:
             )
             return limit
 
+    def release_arena(self, stage: str, limit: int) -> None:
+        """A session that failed to load gives its arena back."""
+        with self._lock:
+            self.arena_bytes -= limit
+            self._decide(Decision(stage, "next", f"arena of {mb(limit)} given back: load failed"))
+
     def note(self, decision: Decision) -> None:
         with self._lock:
             self._decide(decision)

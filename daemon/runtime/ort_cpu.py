@@ -28,7 +28,7 @@ import psutil
 
 from daemon.errors import BackendError
 from daemon.runtime.artifacts import Artifact, find_artifact
-from daemon.runtime.base import Backend, Stage, StageReport, TensorSpec
+from daemon.runtime.base import Backend, Stage, StageReport, ort_specs
 
 log = logging.getLogger(__name__)
 
@@ -56,10 +56,6 @@ def physical_cores_available() -> int:
     except AttributeError:
         allowed = os.cpu_count() or 1
     return max(1, min(physical, allowed))
-
-
-def _specs(args: list) -> tuple[TensorSpec, ...]:
-    return tuple(TensorSpec(a.name, a.type, tuple(a.shape)) for a in args)
 
 
 _shared_arena_lock = threading.Lock()
@@ -160,8 +156,8 @@ class OrtCpuStage(Stage):
     def __init__(self, pool: SessionPool, report: StageReport) -> None:
         self._pool = pool
         self.report = report
-        self.inputs = _specs(pool.solo.get_inputs())
-        self.outputs = _specs(pool.solo.get_outputs())
+        self.inputs = ort_specs(pool.solo.get_inputs())
+        self.outputs = ort_specs(pool.solo.get_outputs())
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
         session = self._pool.acquire()
