@@ -224,7 +224,12 @@ def cmd_build(args: argparse.Namespace) -> int:
 
     config = load_config(args.config)
     store = config.runtime.artifact_dir or default_store()
-    for result in build_voices(config, store, force=args.force, verify=args.verify):
+
+    def progress(text: str) -> None:
+        print(text, file=sys.stderr, flush=True)
+
+    results = build_voices(config, store, force=args.force, verify=args.verify, progress=progress)
+    for result in results:
         print(f"{result.stage}: {result.status} ({result.seconds:.2f} s) {result.directory}")
     return 0
 

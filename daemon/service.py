@@ -351,10 +351,16 @@ class Service:
         sdnotify.notify("STATUS=checking artifacts for this box")
         store = runtime.artifact_dir or default_store()
         # In a process of its own: a build and its quality gate peak at hundreds of MB that
-        # a long-running service would otherwise keep.
+        # a long-running service would otherwise keep. Its progress comes back over a pipe and
+        # goes to systemd (only the main process may notify), each message extending the start
+        # timeout: a TensorRT build on a Jetson takes minutes.
+        context = multiprocessing.get_context("spawn")
+        receiver, sender = context.Pipe(duplex=False)
+        child = context.Process(target=_build_child, args=(self.config, store, sender))
+        child.start()
+        sender.close()
         try:
-            with multiprocessing.get_context("spawn").Pool(1) as pool:
-                results, verified = pool.apply(_build_checked, (self.config, store))
+            results, verified = _follow_build(receiver, child)
             trust_verified(verified)  # the load below need not hash the same files again
             for result in results:
                 if result.status != "up to date":
@@ -362,6 +368,9 @@ class Service:
         except (FastvoiceError, OSError) as error:
             self.artifacts_problem = f"building artifacts failed: {error}"
             log.error("%s; loading the source models", self.artifacts_problem)
+        finally:
+            receiver.close()
+            child.join()
 
     def start(self) -> None:
         self.build_artifacts()
@@ -487,13 +496,49 @@ class Service:
         return 0
 
 
-def _build_checked(config: Config, store: Path) -> tuple[list, set]:
-    """Builds what is missing, checksums included (a corrupted artifact is rebuilt here); the
-    results, and the file versions found intact."""
+BUILD_TIMEOUT_EXTENSION_S = 120
+
+
+def _build_child(config: Config, store: Path, sender) -> None:
+    """The build process: builds what is missing, checksums included (a corrupted artifact is
+    rebuilt here), sending ("progress", text) as it goes, then ("done", results, the file
+    versions found intact) or ("error", message)."""
     from daemon.runtime.artifacts import verified_files
     from edge_build.build import build_voices
 
-    return build_voices(config, store, verify=True), verified_files()
+    try:
+        results = build_voices(
+            config, store, verify=True, progress=lambda text: sender.send(("progress", text))
+        )
+        sender.send(("done", results, verified_files()))
+    except (FastvoiceError, OSError) as error:
+        sender.send(("error", str(error)))
+    finally:
+        sender.close()
+
+
+def _follow_build(receiver, child) -> tuple[list, set]:
+    """Relays the build child's progress to systemd until it is done; its error, or its death
+    without an answer, is a FastvoiceError."""
+    extend = f"EXTEND_TIMEOUT_USEC={BUILD_TIMEOUT_EXTENSION_S * 1_000_000}"
+    while True:
+        if not receiver.poll(BUILD_TIMEOUT_EXTENSION_S / 4):
+            sdnotify.notify(extend)  # a builder phase may be silent for a while
+            continue
+        try:
+            message = receiver.recv()
+        except EOFError:
+            child.join()
+            raise FastvoiceError(
+                f"the build process ended without an answer (exit code {child.exitcode})"
+            ) from None
+        if message[0] == "progress":
+            log.info("build: %s", message[1])
+            sdnotify.notify(f"STATUS=building: {message[1]}\n{extend}")
+        elif message[0] == "done":
+            return message[1], message[2]
+        else:
+            raise FastvoiceError(message[1])
 
 
 def serve(config_path: Path | None, wyoming: str | None = None, unregister: bool = False) -> int:

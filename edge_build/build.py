@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import tempfile
 import time
+from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,10 +18,9 @@ from daemon.voices.vits import VitsVoice, voice_files
 from edge_build.ort_optimize import build_ort_artifact, write_precision_choice
 from edge_build.precision import VARIANTS, make_variant
 from edge_build.quality_gate import evaluate
-from edge_build.vits_split import split_vits
+from edge_build.vits_split import PARTS, split_graphs
 
 log = logging.getLogger(__name__)
-PARTS = ("encoder", "decoder")
 
 
 @dataclass(frozen=True)
@@ -33,6 +33,26 @@ class BuildResult:
 
 
 def build_voices(
+    config: Config,
+    store: Path,
+    force: bool = False,
+    verify: bool = False,
+    progress: Callable[[str], None] | None = None,
+) -> list[BuildResult]:
+    """The CPU artifacts of every voice (the last backend of every chain), and on a box with an
+    NVIDIA GPU the GPU ones too; `progress` hears what a long build is doing."""
+    results = build_cpu_voices(config, store, force, verify)
+    if config.runtime.backend != "ort-cpu" and config.runtime.artifacts:
+        from daemon.runtime.gpu import probe
+        from edge_build.gpu_build import build_gpu_voices
+
+        stack = probe(config.gpu.device)
+        if stack.device is not None:
+            results += build_gpu_voices(config, store, stack, force, verify, progress)
+    return results
+
+
+def build_cpu_voices(
     config: Config, store: Path, force: bool = False, verify: bool = False
 ) -> list[BuildResult]:
     backend = OrtCpuBackend(artifact_store=store, precision="fp32")
@@ -111,12 +131,6 @@ def choose_precision(
     return BuildResult(
         name, f"{stage}/precision", status, choice.directory, time.perf_counter() - started
     )
-
-
-def split_graphs(model: Path, directory: Path) -> dict[str, Path]:
-    """Encoder and decoder when the graph splits (streaming inside a sentence), else the whole."""
-    parts = split_vits(model, directory)
-    return dict(zip(PARTS, parts, strict=True)) if parts is not None else {WHOLE: model}
 
 
 def build_parts(

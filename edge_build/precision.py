@@ -14,17 +14,41 @@ from pathlib import Path
 from daemon.errors import BackendError
 
 VARIANTS = ("fp16", "int8")
+# Ops whose fp16 result overflows or loses everything (large sums, exponentials, powers):
+# kept in fp32 in the graphs made for the GPU, where fp16 is what runs.
+GPU_FP32_OPS = (
+    "Softmax",
+    "LayerNormalization",
+    "ReduceMean",
+    "ReduceSum",
+    "Exp",
+    "Log",
+    "Pow",
+    "Sqrt",
+    "Reciprocal",
+    "Softplus",
+)
 
 
-def make_variant(graph: Path, precision: str, out: Path) -> Path:
-    """Writes `graph` converted to `precision` at `out`."""
+def make_variant(
+    graph: Path, precision: str, out: Path, keep_fp32_ops: tuple[str, ...] = ()
+) -> Path:
+    """Writes `graph` converted to `precision` at `out`; fp16 keeps `keep_fp32_ops` in fp32
+    as well as the converter's own block list."""
     import onnx
 
     try:
         if precision == "fp16":
-            from onnxruntime.transformers.float16 import convert_float_to_float16
+            from onnxruntime.transformers.float16 import (
+                DEFAULT_OP_BLOCK_LIST,
+                convert_float_to_float16,
+            )
 
-            model = convert_float_to_float16(onnx.load(str(graph)), keep_io_types=True)
+            model = convert_float_to_float16(
+                onnx.load(str(graph)),
+                keep_io_types=True,
+                op_block_list=[*DEFAULT_OP_BLOCK_LIST, *keep_fp32_ops],
+            )
             onnx.save(model, str(out))
         elif precision == "int8":
             from onnxruntime.quantization import QuantType, quantize_dynamic

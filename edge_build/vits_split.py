@@ -12,6 +12,14 @@ OUTPUT = "output"
 # The latent frames' dimensions, named so that TensorRT profiles (config `gpu.profiles`) and
 # ONNX Runtime see a known rank: batch, channels (fixed by the decoder's first conv), frames.
 BATCH_DIM, FRAMES_DIM = "batch_size", "frames"
+PARTS = ("encoder", "decoder")
+WHOLE = "whole"
+
+
+def split_graphs(model: Path, directory: Path) -> dict[str, Path]:
+    """Encoder and decoder when the graph splits (streaming inside a sentence), else the whole."""
+    parts = split_vits(model, directory)
+    return dict(zip(PARTS, parts, strict=True)) if parts is not None else {WHOLE: model}
 
 
 def decoder_inputs(model) -> list[str]:

@@ -58,53 +58,77 @@ class Decision:
         }
 
 
+@dataclass(frozen=True)
+class Placement:
+    """What one loaded stage holds on the device."""
+
+    weights_bytes: int = 0
+    io_bytes_per_lane: int = 0
+    execution_bytes: int = 0  # its share comes out of each lane's one scratch block
+    arena_bytes: int = 0  # an ONNX Runtime session's arena limit
+
+
 @dataclass
 class VramLedger:
     """What the loaded stages take out of `budget_bytes`, for `lanes` concurrent runs."""
 
     budget_bytes: int
     lanes: int
-    weights_bytes: int = 0
-    io_bytes: int = 0  # all lanes
-    arena_bytes: int = 0  # ONNX Runtime arena limits
-    scratch_bytes: int = 0  # one lane's shared execution block
+    placements: dict[str, Placement] = field(default_factory=dict)
     decisions: list[Decision] = field(default_factory=list)
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
+
+    def _total(self, placements: list[Placement]) -> int:
+        held = sum(
+            p.weights_bytes + self.lanes * p.io_bytes_per_lane + p.arena_bytes for p in placements
+        )
+        return held + self.lanes * self._scratch(placements)
+
+    @staticmethod
+    def _scratch(placements: list[Placement]) -> int:
+        return max((p.execution_bytes for p in placements), default=0)
+
+    @property
+    def scratch_bytes(self) -> int:
+        """One lane's scratch block: the largest execution memory of any loaded stage."""
+        with self._lock:
+            return self._scratch(list(self.placements.values()))
 
     @property
     def committed_bytes(self) -> int:
-        held = self.weights_bytes + self.io_bytes + self.arena_bytes
-        return held + self.lanes * self.scratch_bytes
+        with self._lock:
+            return self._total(list(self.placements.values()))
 
     @property
     def free_bytes(self) -> int:
         return self.budget_bytes - self.committed_bytes
 
-    def engine_cost(self, weights_bytes: int, profile: ProfileCost) -> int:
-        """What loading an engine at `profile` adds to the committed total."""
-        growth = max(0, profile.execution_bytes - self.scratch_bytes)
-        return weights_bytes + self.lanes * (profile.io_bytes + growth)
+    def cost(self, placement: Placement) -> int:
+        """What adding `placement` adds to the committed total."""
+        with self._lock:
+            held = list(self.placements.values())
+            return self._total([*held, placement]) - self._total(held)
 
     def place_engine(
         self, stage: str, weights_bytes: int, profiles: list[ProfileCost]
     ) -> ProfileCost | None:
-        """The largest profile that fits what is left (committed), or None: the stage goes to
-        the next backend. `profiles` is ordered largest first."""
+        """The largest profile that fits what is left, or None: the stage goes to the next
+        backend. `profiles` is ordered largest first."""
         with self._lock:
             tried = []
+            free = self.free_bytes
             for profile in profiles:
-                cost = self.engine_cost(weights_bytes, profile)
-                if cost <= self.free_bytes:
-                    self.weights_bytes += weights_bytes
-                    self.io_bytes += self.lanes * profile.io_bytes
-                    self.scratch_bytes = max(self.scratch_bytes, profile.execution_bytes)
+                placement = Placement(weights_bytes, profile.io_bytes, profile.execution_bytes)
+                cost = self.cost(placement)
+                if cost <= free:
+                    self.placements[stage] = placement
                     shrunk = f", after {'; '.join(tried)}" if tried else ""
                     self._decide(
                         Decision(
                             stage,
                             "trt",
                             f"profile {profile.index} ({_dims(profile)}) needs {mb(cost)}, "
-                            f"{mb(self.free_bytes + cost)} of the budget was free{shrunk}",
+                            f"{mb(free)} of the budget was free{shrunk}",
                             profile.index,
                             cost,
                         )
@@ -115,8 +139,8 @@ class VramLedger:
                 Decision(
                     stage,
                     "next",
-                    f"no profile fits the {mb(self.free_bytes)} left of the "
-                    f"{mb(self.budget_bytes)} budget ({'; '.join(tried) or 'no profiles'})",
+                    f"no profile fits the {mb(free)} left of the {mb(self.budget_bytes)} "
+                    f"budget ({'; '.join(tried) or 'no profiles'})",
                 )
             )
             return None
@@ -125,18 +149,19 @@ class VramLedger:
         """An arena limit for an ONNX Runtime GPU session: half of what is left (so a later
         stage still finds room), at least twice the weights; None when that does not fit."""
         with self._lock:
-            limit = max(self.free_bytes // 2, 2 * weights_bytes)
-            if limit > self.free_bytes:
+            free = self.free_bytes
+            limit = max(free // 2, 2 * weights_bytes)
+            if limit > free:
                 self._decide(
                     Decision(
                         stage,
                         "next",
                         f"{backend} needs at least {mb(2 * weights_bytes)} (twice the weights), "
-                        f"{mb(self.free_bytes)} of the {mb(self.budget_bytes)} budget is left",
+                        f"{mb(free)} of the {mb(self.budget_bytes)} budget is left",
                     )
                 )
                 return None
-            self.arena_bytes += limit
+            self.placements[stage] = Placement(arena_bytes=limit)
             self._decide(
                 Decision(
                     stage,
@@ -148,11 +173,12 @@ class VramLedger:
             )
             return limit
 
-    def release_arena(self, stage: str, limit: int) -> None:
-        """A session that failed to load gives its arena back."""
+    def release(self, stage: str, why: str) -> None:
+        """A stage that failed to load after it was placed gives its share back."""
         with self._lock:
-            self.arena_bytes -= limit
-            self._decide(Decision(stage, "next", f"arena of {mb(limit)} given back: load failed"))
+            placement = self.placements.pop(stage, None)
+            if placement is not None:
+                self._decide(Decision(stage, "next", f"its share given back: {why}"))
 
     def note(self, decision: Decision) -> None:
         with self._lock:
@@ -164,14 +190,15 @@ class VramLedger:
 
     def as_dict(self) -> dict[str, Any]:
         with self._lock:
+            placements = list(self.placements.values())
             return {
                 "budget_bytes": self.budget_bytes,
-                "committed_bytes": self.committed_bytes,
+                "committed_bytes": self._total(placements),
                 "lanes": self.lanes,
-                "weights_bytes": self.weights_bytes,
-                "io_bytes": self.io_bytes,
-                "arena_bytes": self.arena_bytes,
-                "scratch_bytes_per_lane": self.scratch_bytes,
+                "weights_bytes": sum(p.weights_bytes for p in placements),
+                "io_bytes": self.lanes * sum(p.io_bytes_per_lane for p in placements),
+                "arena_bytes": sum(p.arena_bytes for p in placements),
+                "scratch_bytes_per_lane": self._scratch(placements),
                 "decisions": [decision.as_dict() for decision in self.decisions],
             }
 

@@ -105,8 +105,10 @@ class OrtGpuBackend(Backend):
         gpu: GpuConfig,
         ledger: VramLedger,
         artifact_store: Path | None,
+        available_providers: tuple[str, ...],
         workers: int = 1,
     ) -> None:
+        """`available_providers`: what onnxruntime says it has (the GPU probe read it)."""
         if name not in PROVIDERS:
             raise ValueError(f"unknown ONNX Runtime GPU backend {name!r}")
         self.name = name  # type: ignore[misc]  # one class, two backend names
@@ -114,19 +116,8 @@ class OrtGpuBackend(Backend):
         self.gpu = gpu
         self.ledger = ledger
         self.artifact_store = artifact_store
+        self.available_providers = available_providers
         self.workers = workers
-
-    def available(self) -> str:
-        """Why this backend cannot run here ('' when it can)."""
-        import onnxruntime as ort
-
-        providers = ort.get_available_providers()
-        if self.provider not in providers:
-            return (
-                f"this onnxruntime ({ort.__version__}) has no {self.provider} (it has: "
-                f"{', '.join(providers)}); install onnxruntime-gpu in place of onnxruntime"
-            )
-        return ""
 
     def _graph_precision(self) -> str:
         """The CUDA provider runs the fp16 copy; TensorRT's provider converts fp32 itself."""
@@ -183,9 +174,11 @@ class OrtGpuBackend(Backend):
     def load(self, model_path: Path, stage: str, part: str = WHOLE) -> Stage:
         import onnxruntime as ort
 
-        problem = self.available()
-        if problem:
-            raise BackendError(problem)
+        if self.provider not in self.available_providers:
+            raise BackendError(
+                f"this onnxruntime has no {self.provider} (it has: "
+                f"{', '.join(self.available_providers)}); install onnxruntime-gpu in its place"
+            )
         graph, source = self._graph(model_path, part)
         label = stage if part == WHOLE else f"{stage}/{part}"
         weights = graph.stat().st_size
@@ -201,7 +194,7 @@ class OrtGpuBackend(Backend):
             session = ort.InferenceSession(str(graph), sess_options=options, providers=providers)
             providers = verify_providers(session, self.provider)
         except Exception as error:
-            self.ledger.release_arena(label, arena_limit)
+            self.ledger.release(label, str(error))
             raise BackendError(f"{label}: {self.name} cannot load {graph.name}: {error}") from error
         report = StageReport(
             stage=stage,

@@ -174,5 +174,7 @@ def create_backend(
                 continue
             backends.append(TrtBackend(config.gpu, stack, ledger, store, workers))
         else:
-            backends.append(OrtGpuBackend(name, config.gpu, ledger, store, workers))
+            backends.append(
+                OrtGpuBackend(name, config.gpu, ledger, store, stack.ort_providers, workers)
+            )
     return BackendChain(backends, ledger, stack, config.gpu.device), reason

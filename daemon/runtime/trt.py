@@ -443,6 +443,19 @@ class TrtBackend(Backend):
         profile = self.ledger.place_engine(label, weights, profile_costs(manifest))
         if profile is None:
             raise BackendError(f"{label}: over the GPU budget (see status/info gpu.decisions)")
+        try:
+            return self._load_placed(artifact, model_path, stage, label, profile)
+        except Exception as error:  # TensorRT and CUDA raise their own types
+            self.ledger.release(label, str(error))
+            if isinstance(error, BackendError):
+                raise
+            raise BackendError(f"{label}: TensorRT could not load the engine: {error}") from error
+
+    def _load_placed(
+        self, artifact: Artifact, model_path: Path, stage: str, label: str, profile: ProfileCost
+    ) -> TrtStage:
+        """Deserializes the engine from a memory map and makes its contexts, one per lane."""
+        manifest = artifact.manifest
         trt, runtime, cuda, lanes = self._start()
         started = time.perf_counter()
         path = artifact.directory / ENGINE_FILE
@@ -459,7 +472,7 @@ class TrtBackend(Backend):
                 providers=(f"TensorRT {trt.__version__}",),
                 model_path=str(model_path),
                 load_s=time.perf_counter() - started,
-                weights_bytes=weights,
+                weights_bytes=int(manifest["weights_bytes"]),
                 load_rss_bytes=0,
                 workers=self.workers,
                 precision=manifest["precision"],

@@ -249,10 +249,17 @@ class VitsVoice(Voice):
         frames = max(value.shape[-1] for value in latent.values())
         rate = self.piper.sample_rate
         start, made_s, first_yield = 0, 0.0, 0.0
-        size = FIRST_WINDOW_FRAMES if frames > STREAM_MIN_FRAMES else frames
+        # An engine built for at most `limit` frames takes windows of that much, context included.
+        limit = self.decoder.limits.get("frames")
+        largest = MAX_WINDOW_FRAMES
+        if limit is not None:
+            largest = max(1, min(MAX_WINDOW_FRAMES, limit - 2 * CONTEXT_FRAMES))
+        whole = frames <= STREAM_MIN_FRAMES and (limit is None or frames <= limit)
+        size = frames if whole else min(FIRST_WINDOW_FRAMES, largest)
         while start < frames:
             end = min(frames, start + size)
-            if frames - end < FIRST_WINDOW_FRAMES:
+            fits = limit is None or frames - start + 2 * CONTEXT_FRAMES <= limit
+            if frames - end < FIRST_WINDOW_FRAMES and fits:
                 end = frames  # no tiny last window
             left, right = max(0, start - CONTEXT_FRAMES), min(frames, end + CONTEXT_FRAMES)
             window = {
@@ -269,7 +276,7 @@ class VitsVoice(Voice):
             yield piece, end == frames
             ahead_s = made_s - (time.perf_counter() - first_yield)  # if playback began at once
             budget = int(BUDGET_SHARE * ahead_s * frames_per_s) - 2 * CONTEXT_FRAMES
-            start, size = end, min(max(budget, FIRST_WINDOW_FRAMES), MAX_WINDOW_FRAMES)
+            start, size = end, min(max(budget, FIRST_WINDOW_FRAMES), largest)
 
 
 class _StreamingGain:
