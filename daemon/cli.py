@@ -62,16 +62,17 @@ def _speaker(text: str) -> str | int:
     return int(text) if text.isdigit() else text
 
 
-def _setup(config: Config) -> VoiceRegistry:
+def _setup(config: Config) -> tuple[VoiceRegistry, str]:
+    """The voices on the backend chosen for this box, and why it was chosen."""
     backend, reason = create_backend(config)
     log.info("backend %s (%s)", backend.name, reason)
-    return VoiceRegistry(config, backend)
+    return VoiceRegistry(config, backend), reason
 
 
 def cmd_say(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     text = _read_text(args.text)
-    registry = _setup(config)
+    registry, _ = _setup(config)
     voice = registry.get(args.voice)
     rate = voice.info.sample_rate
     player = None
@@ -139,22 +140,37 @@ def _write_raw(blocks: Iterable[np.ndarray]) -> int:
 
 def cmd_voices(args: argparse.Namespace) -> int:
     config = load_config(args.config)
-    registry = _setup(config)
+    registry, reason = _setup(config)
     infos = [registry.get(name).info for name in registry.names]
+    gpu = registry.backend.gpu_report()
     if args.json:
-        print(json.dumps([info.as_dict() for info in infos], indent=2))
+        report = {
+            "backend": registry.backend.name,
+            "backend_reason": reason,
+            "gpu": gpu,
+            "voices": [info.as_dict() for info in infos],
+        }
+        print(json.dumps(report, indent=2))
         return 0
     print(f"{'name':<24} {'family':<7} {'language':<9} {'rate':>6} {'speakers':>8}  backend")
     for info in infos:
-        stage = info.stages[0]
-        providers = ", ".join(stage.providers)
-        backend = f"{stage.backend} ({providers}; {stage.threads} threads; {stage.precision})"
+        stages = []
+        for stage in info.stages:
+            threads = f"; {stage.threads} threads" if stage.threads else ""
+            providers = ", ".join(stage.providers)
+            described = f"{stage.backend} ({providers}{threads}; {stage.precision})"
+            if described not in stages:
+                stages.append(described)
+        backend = " + ".join(stages)
         marker = "*" if info.name == config.voice else " "
         print(
             f"{info.name + marker:<24} {info.family:<7} {info.language:<9} {info.sample_rate:>6} "
             f"{max(1, len(info.speakers)):>8}  {backend}"
         )
     print("* default voice")
+    print(f"backend: {reason}")
+    for decision in (gpu or {}).get("budget", {}).get("decisions", []):
+        print(f"  {decision['stage']} -> {decision['backend']}: {decision['reason']}")
     return 0
 
 

@@ -122,7 +122,7 @@ def test_build_command_builds_once_and_verifies(tmp_path):
         assert b"en_US-joe-medium/vits/" + part + b": built" in first.stdout
     again = run_cli("build", "--verify", "--config", str(config))
     assert b"en_US-joe-medium/vits/decoder: up to date" in again.stdout
-    voices = json.loads(run_cli("voices", "--json", "--config", str(config)).stdout)
+    voices = json.loads(run_cli("voices", "--json", "--config", str(config)).stdout)["voices"]
     assert len(voices[0]["stages"]) == 2, "encoder and decoder: streaming inside a sentence"
     assert all(any(n.startswith("artifact ") for n in s["notes"]) for s in voices[0]["stages"])
 

@@ -152,12 +152,16 @@ def test_volume_option_scales_the_wav(tmp_path):
 def test_voices_lists_the_embedded_voice_and_its_backend():
     result = run_cli("voices", "--json")
     assert result.returncode == 0, result.stderr
-    (voice,) = json.loads(result.stdout)
+    report = json.loads(result.stdout)
+    assert report["backend"] == "ort-cpu" and report["backend_reason"].startswith("auto: ort-cpu")
+    assert report["gpu"] is None
+    (voice,) = report["voices"]
     assert voice["name"] == "en_US-joe-medium" and voice["sample_rate"] == 22050
     assert voice["language"] == "en_US" and voice["family"] == "vits"
     assert voice["stages"][0]["providers"] == ["CPUExecutionProvider"]
     table = run_cli("voices")
     assert b"en_US-joe-medium*" in table.stdout and b"ort-cpu" in table.stdout
+    assert b"backend: auto: ort-cpu; trt and ort-cuda left out: no NVIDIA GPU 0" in table.stdout
 
 
 def test_devices_lists_output_devices(alsa):

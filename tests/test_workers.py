@@ -129,10 +129,10 @@ def test_concurrent_requests_give_the_same_audio_as_one_at_a_time(config):
 
 def test_workers_from_config_only_for_the_service():
     config = parse_config({"runtime": {"workers": 3, "artifacts": False}})
-    assert create_backend(config.runtime, concurrent=True)[0].workers == 3
-    assert create_backend(config.runtime)[0].workers == 1
+    assert create_backend(config, concurrent=True)[0].workers == 3
+    assert create_backend(config)[0].workers == 1
     auto = parse_config({"runtime": {"artifacts": False}})
-    assert create_backend(auto.runtime, concurrent=True)[0].workers == physical_cores_available()
+    assert create_backend(auto, concurrent=True)[0].workers == physical_cores_available()
 
 
 @pytest.mark.parametrize("value", [0, 65, "many"])

@@ -82,12 +82,13 @@ def _peak_rss_mb(pid: int, peak: list[float], running: threading.Event) -> None:
         time.sleep(0.005)
 
 
-def cold_start(system: str, store: Path) -> tuple[float, float]:
+def cold_start(system: str, store: Path, config_file: Path) -> tuple[float, float]:
     """Process start to first audio byte on stdout, and peak RSS in MB."""
     text = TEXTS["short"]
     bin_dir = Path(sys.executable).parent
     if system == "fastvoice":
-        argv, stdin = [str(bin_dir / "fastvoice"), "say", text, "--raw", "--no-cache"], b""
+        command = [str(bin_dir / "fastvoice"), "say", text, "--raw", "--no-cache"]
+        argv, stdin = [*command, "--config", str(config_file)], b""
     else:
         argv = [sys.executable, "-m", "piper", "-m", str(model_path()), "-c", str(config_path())]
         argv, stdin = [*argv, "--output-raw"], text.encode()
@@ -160,14 +161,29 @@ def main() -> None:
         "--max-clients", type=int, default=16, help="concurrency levels 1, 2, 4, ... up to this"
     )
     parser.add_argument("--out", type=Path, default=REPO / "bench-out")
+    parser.add_argument(
+        "--backend",
+        default="auto",
+        choices=["auto", "trt", "ort-trt", "ort-cuda", "ort-cpu"],
+        help="fastvoice's runtime.backend (auto: the best this box has)",
+    )
+    parser.add_argument("--vram-budget-mb", type=float, default=1024.0)
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
 
     with tempfile.TemporaryDirectory() as temp:
         store = Path(temp) / "fastvoice" / "artifacts"
-        config = parse_config({"runtime": {"artifact_dir": str(store)}})
+        document = {
+            "runtime": {"artifact_dir": str(store), "backend": args.backend},
+            "gpu": {"vram_budget_mb": args.vram_budget_mb},
+        }
+        config = parse_config(document)
+        config_file = Path(temp) / "bench.yaml"
+        config_file.write_text(json.dumps(document))  # JSON is YAML
         build_voices(config, store)
-        registry = VoiceRegistry(config, create_backend(config.runtime, concurrent=True)[0])
+        backend, reason = create_backend(config, concurrent=True)
+        print(f"fastvoice backend: {backend.name} ({reason})", flush=True)
+        registry = VoiceRegistry(config, backend)
         ours = Synthesizer(registry, config.text)
         stock = PiperVoice.load(model_path(), config_path())
         streams: dict[str, Stream] = {
@@ -184,7 +200,7 @@ def main() -> None:
             timed(streams[system], TEXTS["short"])  # warm-up
         for _ in range(args.runs):
             for system in SYSTEMS:
-                first, rss = cold_start(system, store)
+                first, rss = cold_start(system, store, config_file)
                 record(system, "cold start to first audio (s)", first)
                 record(system, "peak RSS, cold say (MB)", rss)
                 for label, text in TEXTS.items():
