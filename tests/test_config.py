@@ -52,7 +52,10 @@ def test_unknown_keys_rejected_at_any_depth():
 
 def test_wrong_choice_lists_allowed_values():
     message = error_of({"runtime": {"backend": "cuda"}})
-    assert "runtime.backend: 'cuda' is not one of 'auto' or 'ort-cpu'" in message
+    assert (
+        "runtime.backend: 'cuda' is not one of 'auto', 'trt', 'ort-trt', 'ort-cuda' or 'ort-cpu'"
+        in message
+    )
 
 
 def test_default_voice_must_be_configured():
