@@ -41,7 +41,8 @@ def build_voices(
 ) -> list[BuildResult]:
     """The CPU artifacts of every voice (the last backend of every chain), and on a box with an
     NVIDIA GPU the GPU ones too; `progress` hears what a long build is doing."""
-    results = build_cpu_voices(config, store, force, verify)
+    progress = progress or log.info
+    results = build_cpu_voices(config, store, force, verify, progress)
     if config.runtime.backend != "ort-cpu" and config.runtime.artifacts:
         from daemon.runtime.gpu import probe
         from edge_build.gpu_build import build_gpu_voices
@@ -53,7 +54,11 @@ def build_voices(
 
 
 def build_cpu_voices(
-    config: Config, store: Path, force: bool = False, verify: bool = False
+    config: Config,
+    store: Path,
+    force: bool = False,
+    verify: bool = False,
+    progress: Callable[[str], None] = log.info,
 ) -> list[BuildResult]:
     backend = OrtCpuBackend(artifact_store=store, precision="fp32")
     results = []
@@ -70,6 +75,7 @@ def build_cpu_voices(
                 found = _found(backend, model, variant)
                 problems = [p for a in found if a is not None and verify for p in a.verify()]
                 if None in found or force or problems:
+                    progress(f"{stage}: optimising the {variant} graphs for this CPU")
                     try:
                         if not graphs:  # nothing is written while everything is up to date
                             store.mkdir(parents=True, exist_ok=True)
@@ -91,6 +97,7 @@ def build_cpu_voices(
                     seconds = time.perf_counter() - started
                     results.append(BuildResult(name, label, status, artifact.directory, seconds))
         if precision == "auto":
+            progress(f"{stage}: the precision quality gate")
             results.append(
                 choose_precision(name, voice_config, model, store, stage, rebuilt or force)
             )

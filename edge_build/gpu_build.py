@@ -29,8 +29,8 @@ from daemon.runtime.artifacts import (
     install,
     machine_id,
     new_build_directory,
-    sha256_file,
-    source_identity,
+    source_record,
+    utc_now,
 )
 from daemon.runtime.gpu import GpuStack
 from daemon.runtime.ort_gpu import PART_OPTIONS, find_part, part_kind
@@ -139,10 +139,10 @@ def ensure_part(
             "part": part,
             "precision": precision,
             "fp32_ops": list(GPU_FP32_OPS) if precision == "fp16" else [],
-            "source": _source(model),
+            "source": source_record(model),
             "onnx": onnx.__version__,
             "machine": machine_id(),
-            "created": _now(),
+            "created": utc_now(),
             "files": file_entries(work, {"model": MODEL_FILE}),
         }
         artifact = install(work, directory, manifest)
@@ -203,7 +203,7 @@ def ensure_engine(
             "part": part,
             "precision": gpu.precision,
             "typing": facts.typing,
-            "source": _source(model),
+            "source": source_record(model),
             "tensorrt": facts.tensorrt,
             "gpu": stack.device.name,
             "compute_capability": stack.device.compute_capability,
@@ -214,7 +214,7 @@ def ensure_engine(
                 name for name, dims in graph_inputs(graph) if dims and _batch(dims[0])
             ],
             "build_s": facts.build_s,
-            "created": _now(),
+            "created": utc_now(),
             "files": file_entries(work, {"engine": ENGINE_FILE}),
         }
         install(work, directory, manifest)
@@ -259,16 +259,8 @@ def _batch(dim: int | str) -> bool:
     return isinstance(dim, str) and is_batch_dim(dim)
 
 
-def _source(model: Path) -> dict[str, Any]:
-    return {**source_identity(model), "sha256": sha256_file(model)}
-
-
 def _safe(text: str) -> str:
     return "".join(c if c.isalnum() or c in ".-" else "_" for c in text)
-
-
-def _now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
 def _since(started: float) -> float:

@@ -19,8 +19,8 @@ from daemon.runtime.artifacts import (
     install,
     machine_id,
     new_build_directory,
-    sha256_file,
-    source_identity,
+    source_record,
+    utc_now,
 )
 from daemon.runtime.ort_cpu import (
     ARTIFACT_OPTIONS,
@@ -72,12 +72,12 @@ def build_ort_artifact(
             "stage": stage,
             "part": part,
             "precision": precision,
-            "source": {**source_identity(source), "sha256": sha256_file(source)},
+            "source": source_record(source),
             "onnxruntime": ort.__version__,
             "options": ARTIFACT_OPTIONS,
             "machine": machine_id(),
             "build_s": round(time.perf_counter() - started, 3),
-            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "created": utc_now(),
             "files": file_entries(work, {"model": MODEL_FILE, "weights": WEIGHTS_FILE}),
         }
         return install(work, directory, manifest)
@@ -95,10 +95,10 @@ def write_precision_choice(source: Path, store: Path, stage: str, verdict: dict)
         "format": 1,
         "kind": PRECISION_CHOICE_KIND,
         "stage": stage,
-        "source": {**source_identity(source), "sha256": sha256_file(source)},
+        "source": source_record(source),
         "onnxruntime": ort.__version__,
         "machine": machine_id(),
-        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "created": utc_now(),
         "files": {},
         **verdict,
     }

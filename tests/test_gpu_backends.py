@@ -183,3 +183,53 @@ def test_out_of_memory_at_batch_one_is_an_error_for_the_request():
 
 def test_gpu_budget_bytes_follows_the_megabytes():
     assert GpuConfig(vram_budget_mb=1.5).budget_bytes == int(1.5 * MB)
+
+
+class FakeCudaStreams:
+    """Stands in for the CUDA runtime where lanes only need a stream handle each."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def stream(self) -> int:
+        self.count += 1
+        return self.count
+
+
+def test_lanes_bound_runs_in_flight_and_growth_never_overlaps_a_run():
+    import threading
+
+    from daemon.runtime.trt import Lanes
+
+    lanes = Lanes(2, FakeCudaStreams())
+    in_flight, most = [0], [0]
+    changed = threading.Condition()
+    release = threading.Event()
+
+    def run() -> None:
+        with lanes.lane():
+            with changed:
+                in_flight[0] += 1
+                most[0] = max(most[0], in_flight[0])
+                changed.notify_all()
+            release.wait(10)
+            with changed:
+                in_flight[0] -= 1
+
+    def grow(seen: list[int]) -> None:
+        with lanes.every_lane(), changed:
+            seen.append(in_flight[0])
+
+    threads = [threading.Thread(target=run) for _ in range(5)]
+    for thread in threads:
+        thread.start()
+    with changed:
+        assert changed.wait_for(lambda: in_flight[0] == 2, timeout=10)
+    seen: list[int] = []
+    grower = threading.Thread(target=grow, args=(seen,))
+    grower.start()
+    release.set()
+    for thread in [*threads, grower]:
+        thread.join(10)
+    assert most[0] == 2  # never more runs than lanes
+    assert seen == [0]  # the scratch blocks grow only while no run holds a lane

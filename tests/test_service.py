@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from daemon.audio.pcm_stream import decode_chunk
+from daemon.errors import FastvoiceError
 from tests.conftest import run_cli
 from tests.daemon_helpers import Daemon, say
 from tests.mqtt_helpers import Recorder
@@ -261,9 +262,11 @@ def test_status_info_and_stats(daemon):
     info = json.loads(info)
     assert retained and info["voices"][0]["name"] == "en_US-joe-medium"
     assert info["backend"] == "ort-cpu"
+    assert info["backend_reason"].startswith("auto: ort-cpu") and info["gpu"] is None
     _, stats, _ = daemon.recorder.wait_for(lambda t, p: t == f"{daemon.base}/stats")
     stats = json.loads(stats)
     assert stats["rss_bytes"] > 0 and "queue_depth" in stats
+    assert stats["gpu_memory"] is None  # no GPU backend in use
 
 
 def test_systemd_ready_status_and_watchdog(daemon):
@@ -383,6 +386,13 @@ def test_first_start_builds_the_artifacts(broker, capture, tmp_path):
     store = tmp_path / "artifacts"
     running = Daemon(broker, tmp_path, capture.env(), runtime={"artifact_dir": str(store)})
     try:
+        # The build child's progress reaches systemd through the service (NotifyAccess=main),
+        # each message extending the start timeout.
+        building = running.notifications(until="READY=1")
+        assert "STATUS=building: en_US-joe-medium/vits: optimising the fp32 graphs" in "|".join(
+            building
+        )
+        assert all("EXTEND_TIMEOUT_USEC=" in m for m in building if m.startswith("STATUS=build"))
         kinds = {json.loads(m.read_text())["kind"] for m in store.glob("*/manifest.json")}
         parts = {f"ort-optimized-onnx/{part}" for part in ("encoder", "decoder")}
         variants = {f"{kind}@{p}" for kind in parts for p in ("fp16", "int8")}
@@ -394,3 +404,22 @@ def test_first_start_builds_the_artifacts(broker, capture, tmp_path):
         running.recorder.event(job, "finished")
     finally:
         running.stop()
+
+
+def _die_without_answer(sender) -> None:
+    sender.close()
+    raise SystemExit(3)
+
+
+def test_a_build_child_that_dies_without_an_answer_is_a_clear_error():
+    import multiprocessing
+
+    from daemon.service import _follow_build
+
+    context = multiprocessing.get_context("spawn")
+    receiver, sender = context.Pipe(duplex=False)
+    child = context.Process(target=_die_without_answer, args=(sender,))
+    child.start()
+    sender.close()
+    with pytest.raises(FastvoiceError, match=r"ended without an answer \(exit code 3\)"):
+        _follow_build(receiver, child)

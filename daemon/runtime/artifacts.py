@@ -19,6 +19,7 @@ import os
 import platform
 import shutil
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -164,6 +165,16 @@ def find_artifact(
     if problems:
         return None, f"{problems[0]}; not used, rebuild it with `fastvoice build`"
     return artifact, f"artifact {directory.name}"
+
+
+def source_record(source: Path) -> dict[str, Any]:
+    """The manifest's `source`: what the key was made from, and its sha256."""
+    return {**source_identity(source), "sha256": sha256_file(source)}
+
+
+def utc_now() -> str:
+    """A manifest's `created`."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
 def new_build_directory(store: Path) -> Path:

@@ -200,35 +200,38 @@ class Lanes:
         self._free = [Lane(index, cuda) for index in range(count)]
         self.all = tuple(self._free)
         self._cond = threading.Condition()
+        self._exclusive = threading.Lock()  # two every_lane() would each hold half the lanes
 
-    @contextmanager
-    def lane(self) -> Iterator[Lane]:
+    def _take(self) -> Lane:
         with self._cond:
             while not self._free:
                 self._cond.wait()
-            lane = self._free.pop()
+            return self._free.pop()
+
+    def _give_back(self, lanes: list[Lane]) -> None:
+        with self._cond:
+            self._free.extend(lanes)
+            self._cond.notify_all()
+
+    @contextmanager
+    def lane(self) -> Iterator[Lane]:
+        lane = self._take()
         try:
             yield lane
         finally:
-            with self._cond:
-                self._free.append(lane)
-                self._cond.notify()
+            self._give_back([lane])
 
     @contextmanager
     def every_lane(self) -> Iterator[tuple[Lane, ...]]:
         """All lanes at once (no run in flight): to grow the scratch blocks."""
-        held = []
-        try:
-            for _ in self.all:
-                with self._cond:
-                    while not self._free:
-                        self._cond.wait()
-                    held.append(self._free.pop())
-            yield self.all
-        finally:
-            with self._cond:
-                self._free.extend(held)
-                self._cond.notify_all()
+        held: list[Lane] = []
+        with self._exclusive:
+            try:
+                for _ in self.all:
+                    held.append(self._take())
+                yield self.all
+            finally:
+                self._give_back(held)
 
 
 def _output_allocator_class(trt):
