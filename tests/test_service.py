@@ -297,9 +297,12 @@ def test_sigkill_leaves_offline_through_the_last_will(broker, daemon):
     daemon.recorder.wait_for(lambda t, p: t == f"{daemon.base}/status" and p == b"offline", 90)
 
 
-def test_unit_file_verifies_without_warnings(tmp_path):
+@pytest.mark.parametrize("drop_in", [None, "fastvoice-gpu.conf"])
+def test_unit_file_verifies_without_warnings(tmp_path, drop_in):
     repo = Path(__file__).resolve().parent.parent
     unit = (repo / "systemd" / "fastvoice.service").read_text()
+    if drop_in is not None:  # a drop-in's sections apply after the unit's own, as appended here
+        unit += "\n" + (repo / "systemd" / drop_in).read_text()
     executable = Path(sys.executable).parent / "fastvoice"
     (tmp_path / "fastvoice.service").write_text(
         unit.replace("/opt/fastvoice/.venv/bin/fastvoice", str(executable))
