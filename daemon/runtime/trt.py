@@ -355,6 +355,9 @@ class TrtStage(Stage):
             )
 
     def _run_once(self, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+        missing = [spec.name for spec in self.inputs if spec.name not in feeds]
+        if missing:
+            raise BackendError(f"{self.report.stage}: inputs {missing} were not given")
         with self.lanes.lane() as lane:
             state = self.contexts[lane.index]
             context, cuda = state.context, self.cuda
