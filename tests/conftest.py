@@ -123,3 +123,16 @@ def run_cli(*args: str, env: dict[str, str] | None = None, stdin: bytes | None =
         timeout=timeout,
         cwd=REPO,
     )
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """The `cosyvoice` tests need PyTorch, which only the export environment has: they run when
+    asked for by marker (`-m cosyvoice`, as `.ci/run` does there), where a missing package fails
+    them, and are left out of every other run rather than skipped."""
+    wanted = "cosyvoice" in (config.getoption("markexpr") or "")
+    if wanted:
+        return
+    left_out = [item for item in items if item.get_closest_marker("cosyvoice")]
+    if left_out:
+        config.hook.pytest_deselected(items=left_out)
+        items[:] = [item for item in items if not item.get_closest_marker("cosyvoice")]
