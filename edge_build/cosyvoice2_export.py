@@ -1,16 +1,20 @@
 """CosyVoice 2 stages to ONNX (extra `export`: PyTorch and the model classes of
 `cosyvoice-minicpmo`), from model objects in memory.
 
-So far the flow-matching estimator, whole-utterance and chunk-causal (streaming) variants: the
-stage the GPU path builds a TensorRT engine for. The two variants differ numerically (different
-attention masks), so both are exported and each is checked against PyTorch on its own.
+So far: the flow-matching estimator, whole-utterance and chunk-causal (streaming) variants (they
+differ numerically: different attention masks, so each is checked against PyTorch on its own);
+and the HiFT vocoder as two graphs, its source (random draws as inputs) and its filter up to
+magnitude and phase (the iSTFT has no ONNX op and runs in numpy: daemon/voices/hift.py).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import math
 import sys
 import types
+from collections.abc import Iterator
 from pathlib import Path
 
 ESTIMATOR_INPUTS = ("x", "mask", "mu", "t", "spks", "cond")
@@ -94,3 +98,150 @@ def import_cosyvoice() -> None:
         utils.pylogger = pylogger  # type: ignore[attr-defined]
         sys.modules["matcha.utils"] = utils
         sys.modules["matcha.utils.pylogger"] = pylogger
+
+
+@contextlib.contextmanager
+def injected_draws(initial_phases, noise) -> Iterator[None]:
+    """HiFT's source module draws random numbers (the harmonics' initial phases, additive
+    noise): while this is active they are the given tensors instead, so that the exported graph
+    takes them as inputs and PyTorch, run as the reference, makes the same sound."""
+    import torch
+
+    real_rand, real_randn_like = torch.rand, torch.randn_like
+
+    def rand(*shape, **options):
+        return initial_phases.clone()  # the source module zeroes the fundamental's in place
+
+    def randn_like(tensor, **options):
+        # The noise branch of the same shape as the voicing flags is drawn and thrown away.
+        return noise if tuple(tensor.shape) == tuple(noise.shape) else torch.zeros_like(tensor)
+
+    torch.rand, torch.randn_like = rand, randn_like
+    try:
+        yield
+    finally:
+        torch.rand, torch.randn_like = real_rand, real_randn_like
+
+
+def stft_as_conv(signal, n_fft: int, hop: int, window):
+    """torch.stft(center=True, reflect padding) as a strided convolution with a windowed DFT
+    kernel: ONNX has no op for torch.stft's complex output. Returns real and imaginary parts,
+    [batch, n_fft // 2 + 1, frames]."""
+    import torch
+
+    bins = n_fft // 2 + 1
+    angle = (
+        2
+        * math.pi
+        * torch.arange(bins, dtype=torch.float32)[:, None]
+        * torch.arange(n_fft, dtype=torch.float32)[None, :]
+        / n_fft
+    )
+    kernel = torch.cat([torch.cos(angle) * window, -torch.sin(angle) * window])[:, None, :]
+    padded = torch.nn.functional.pad(signal[:, None, :], (n_fft // 2, n_fft // 2), mode="reflect")
+    spectrum = torch.nn.functional.conv1d(padded, kernel, stride=hop)
+    return spectrum[:, :bins], spectrum[:, bins:]
+
+
+def hift_graphs(hift):
+    """HiFT as two modules: the source (mel → f0 → harmonic excitation, random draws as inputs)
+    and the filter up to magnitude and phase (mel + source → magnitude, phase). The source is
+    its own graph because streaming overwrites its start with the previous chunk's (the HiFT
+    cache) before the filter runs; the iSTFT runs outside, in numpy."""
+    import torch
+    import torch.nn.functional as F
+
+    class Source(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.hift = hift
+
+        def forward(self, speech_feat, initial_phases, noise):
+            with injected_draws(initial_phases, noise):
+                f0 = self.hift.f0_predictor(speech_feat)
+                source = self.hift.f0_upsamp(f0[:, None]).transpose(1, 2)
+                source, _, _ = self.hift.m_source(source)
+            return source.transpose(1, 2)
+
+    class MagnitudePhase(torch.nn.Module):
+        """HiFTGenerator.decode up to its iSTFT, the source STFT as a convolution."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.hift = hift
+
+        def forward(self, speech_feat, source):
+            h = self.hift
+            n_fft, hop = h.istft_params["n_fft"], h.istft_params["hop_len"]
+            real, imag = stft_as_conv(source.squeeze(1), n_fft, hop, h.stft_window)
+            source_stft = torch.cat([real, imag], dim=1)
+            x = h.conv_pre(speech_feat)
+            for i in range(h.num_upsamples):
+                x = h.ups[i](F.leaky_relu(x, h.lrelu_slope))
+                if i == h.num_upsamples - 1:
+                    x = h.reflection_pad(x)
+                x = x + h.source_resblocks[i](h.source_downs[i](source_stft))
+                blocks = h.resblocks[i * h.num_kernels : (i + 1) * h.num_kernels]
+                x = sum(block(x) for block in blocks) / h.num_kernels
+            x = h.conv_post(F.leaky_relu(x))
+            bins = n_fft // 2 + 1
+            return torch.exp(x[:, :bins, :]), torch.sin(x[:, bins:, :])
+
+    return Source().eval(), MagnitudePhase().eval()
+
+
+def hift_example(hift, mel_frames: int, seed: int = 0) -> dict:
+    """Inputs of HiFT's source graph (torch tensors): mel, initial phases, noise."""
+    import torch
+
+    generator = torch.Generator().manual_seed(seed)
+    harmonics = hift.nb_harmonics + 1
+    samples = mel_frames * samples_per_frame(hift)
+    return {
+        "speech_feat": torch.randn(1, MEL_BINS, mel_frames, generator=generator),
+        "initial_phases": torch.rand(1, harmonics, generator=generator),
+        "noise": torch.randn(1, samples, harmonics, generator=generator),
+    }
+
+
+def samples_per_frame(hift) -> int:
+    """Waveform samples per mel frame (480 at 24 kHz: 8 x 5 x 3 upsampling, hop 4)."""
+    return int(hift.f0_upsamp.scale_factor)
+
+
+def export_hift(hift, directory: Path, mel_frames: int = 20) -> tuple[Path, Path]:
+    """Writes hift_source.onnx and hift_magnitude_phase.onnx; mel frames and samples dynamic."""
+    import torch
+
+    source_graph, filter_graph = hift_graphs(hift)
+    example = hift_example(hift, mel_frames)
+    with torch.no_grad():
+        source = source_graph(*example.values())
+    source_path = directory / "hift_source.onnx"
+    torch.onnx.export(
+        source_graph,
+        tuple(example.values()),
+        str(source_path),
+        dynamo=False,
+        opset_version=OPSET,
+        input_names=list(example),
+        output_names=["source"],
+        dynamic_axes={"speech_feat": {2: "T"}, "noise": {1: "L"}, "source": {2: "L"}},
+    )
+    filter_path = directory / "hift_magnitude_phase.onnx"
+    torch.onnx.export(
+        filter_graph,
+        (example["speech_feat"], source),
+        str(filter_path),
+        dynamo=False,
+        opset_version=OPSET,
+        input_names=["speech_feat", "source"],
+        output_names=["magnitude", "phase"],
+        dynamic_axes={
+            "speech_feat": {2: "T"},
+            "source": {2: "L"},
+            "magnitude": {2: "F"},
+            "phase": {2: "F"},
+        },
+    )
+    return source_path, filter_path

@@ -72,3 +72,97 @@ def test_the_streaming_variant_is_a_different_graph(estimator, tmp_path):
         whole = estimator(*example.values(), streaming=False).numpy()
         chunked = estimator(*example.values(), streaming=True).numpy()
     assert np.abs(whole - chunked).max() > 1e-3
+
+
+@pytest.fixture(scope="module")
+def hift():
+    """A tiny HiFT vocoder at 24 kHz (CosyVoice 2's rates: 8 x 5 x 3 upsampling, hop 4)."""
+    import torch
+
+    from edge_build.cosyvoice2_export import import_cosyvoice
+
+    import_cosyvoice()
+    from cosyvoice.hifigan.f0_predictor import ConvRNNF0Predictor
+    from cosyvoice.hifigan.generator import HiFTGenerator
+
+    torch.manual_seed(1)
+    return HiFTGenerator(
+        in_channels=80,
+        base_channels=32,
+        nb_harmonics=8,
+        sampling_rate=24000,
+        upsample_rates=[8, 5, 3],
+        upsample_kernel_sizes=[16, 11, 7],
+        istft_params={"n_fft": 16, "hop_len": 4},
+        resblock_kernel_sizes=[3, 7, 11],
+        resblock_dilation_sizes=[[1, 3, 5]] * 3,
+        source_resblock_kernel_sizes=[7, 7, 11],
+        source_resblock_dilation_sizes=[[1, 3, 5]] * 3,
+        f0_predictor=ConvRNNF0Predictor(num_class=1, in_channels=80, cond_channels=32),
+    ).eval()
+
+
+def test_source_stft_as_a_convolution_equals_torch_stft(hift):
+    import torch
+
+    from edge_build.cosyvoice2_export import stft_as_conv
+
+    signal = torch.randn(1, 4801)
+    real, imag = hift._stft(signal)
+    conv_real, conv_imag = stft_as_conv(signal, 16, 4, hift.stft_window)
+    np.testing.assert_allclose(conv_real.numpy(), real.numpy(), atol=1e-5)
+    np.testing.assert_allclose(conv_imag.numpy(), imag.numpy(), atol=1e-5)
+
+
+def test_numpy_istft_equals_torch_istft(hift):
+    import torch
+
+    from daemon.voices.hift import istft
+
+    magnitude = torch.rand(1, 9, 241) * 3
+    phase = (torch.rand(1, 9, 241) - 0.5) * 6
+    expected = hift._istft(magnitude, phase).numpy()
+    got = istft(magnitude.numpy(), phase.numpy(), 16, 4)
+    assert got.shape == expected.shape == (1, 960)
+    np.testing.assert_allclose(got, expected, atol=1e-5)
+
+
+def test_hift_graphs_and_numpy_istft_equal_the_vocoder(hift, tmp_path):
+    """The two exported graphs and the numpy iSTFT make the waveform HiFT makes, given the
+    same random draws (source initial phases and noise as graph inputs)."""
+    import onnxruntime
+    import torch
+
+    from daemon.voices.hift import istft
+    from edge_build.cosyvoice2_export import export_hift, hift_example, injected_draws
+
+    source_path, filter_path = export_hift(hift, tmp_path)
+    source_graph = onnxruntime.InferenceSession(str(source_path))
+    filter_graph = onnxruntime.InferenceSession(str(filter_path))
+    for mel_frames in (13, 31):  # not the export length
+        example = hift_example(hift, mel_frames, seed=mel_frames)
+        with torch.no_grad(), injected_draws(example["initial_phases"], example["noise"]):
+            expected_audio, expected_source = hift.inference(example["speech_feat"])
+        feeds = {name: value.numpy() for name, value in example.items()}
+        (source,) = source_graph.run(None, feeds)
+        np.testing.assert_allclose(source, expected_source.numpy(), atol=1e-4)
+        magnitude, phase = filter_graph.run(
+            None, {"speech_feat": feeds["speech_feat"], "source": source}
+        )
+        audio = np.clip(istft(magnitude, phase, 16, 4), -hift.audio_limit, hift.audio_limit)
+        assert audio.shape == expected_audio.shape == (1, mel_frames * 480)
+        np.testing.assert_allclose(audio, expected_audio.numpy(), atol=1e-4)
+
+
+def test_the_draws_change_the_sound(hift):
+    """The random draws reach the output: a graph that ignored them would still pass above."""
+    import torch
+
+    from edge_build.cosyvoice2_export import hift_example, injected_draws
+
+    one, other = hift_example(hift, 13, seed=1), hift_example(hift, 13, seed=2)
+    with torch.no_grad(), injected_draws(one["initial_phases"], one["noise"]):
+        first, _ = hift.inference(one["speech_feat"])
+    with torch.no_grad(), injected_draws(other["initial_phases"], other["noise"]):
+        second, _ = hift.inference(one["speech_feat"])
+    assert np.abs(first.numpy() - second.numpy()).max() > 1e-4
