@@ -245,3 +245,76 @@ def export_hift(hift, directory: Path, mel_frames: int = 20) -> tuple[Path, Path
         },
     )
     return source_path, filter_path
+
+
+def llm_io_names(layers: int) -> tuple[list[str], list[str]]:
+    """The LLM step's KV-cache inputs and outputs, key and value per layer."""
+    past = [f"past_{kind}_{layer}" for layer in range(layers) for kind in ("key", "value")]
+    present = [f"present_{kind}_{layer}" for layer in range(layers) for kind in ("key", "value")]
+    return past, present
+
+
+def export_llm_step(lm, out: Path) -> Path:
+    """The speech-token LLM as one step: `(inputs_embeds [1, S, H], attention_mask [1, P + S],
+    past key/values [1, kv_heads, P, head_dim] per layer) -> (logp [1, vocab] of the last
+    position, present key/values)`. One graph serves the prompt (S tokens, P = 0) and every
+    later step (S = 1): the KV cache stays outside, with whoever decodes."""
+    import torch
+    from transformers.cache_utils import DynamicCache
+
+    config = lm.llm.model.config
+    layers = config.num_hidden_layers
+    kv_heads = config.num_key_value_heads
+    head_dim = config.hidden_size // config.num_attention_heads
+
+    class Step(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lm = lm
+
+        def forward(self, inputs_embeds, attention_mask, *past):
+            cache = DynamicCache.from_legacy_cache(
+                tuple((past[2 * i], past[2 * i + 1]) for i in range(layers))
+            )
+            output = self.lm.llm.model(
+                inputs_embeds=inputs_embeds,
+                attention_mask=attention_mask,
+                past_key_values=cache,
+                use_cache=True,
+                output_hidden_states=True,
+                return_dict=True,
+            )
+            logp = self.lm.llm_decoder(output.hidden_states[-1][:, -1]).log_softmax(dim=-1)
+            present = output.past_key_values.to_legacy_cache()
+            return (logp, *[tensor for pair in present for tensor in pair])
+
+    # Traced with a past of 3 and a step of 1: a past of length 0 at trace time would drop
+    # the cache inputs from the graph.
+    past_names, present_names = llm_io_names(layers)
+    past = [torch.zeros(1, kv_heads, 3, head_dim) for _ in past_names]
+    embeds = torch.zeros(1, 1, config.hidden_size)
+    mask = torch.ones(1, 4, dtype=torch.int64)
+    axes = {"inputs_embeds": {1: "S"}, "attention_mask": {1: "P+S"}}
+    axes |= {name: {2: "P"} for name in past_names}
+    axes |= {name: {2: "P+S"} for name in present_names}
+    torch.onnx.export(
+        Step().eval(),
+        (embeds, mask, *past),
+        str(out),
+        dynamo=False,
+        opset_version=OPSET,
+        input_names=["inputs_embeds", "attention_mask", *past_names],
+        output_names=["logp", *present_names],
+        dynamic_axes=axes,
+    )
+    return out
+
+
+def embedding_tables(lm) -> dict:
+    """The tables the decoding loop looks tokens up in (numpy): text (the Qwen embedding),
+    speech tokens, and the LLM's own two (sos/eos and task id)."""
+    return {
+        "text_embedding": lm.llm.model.model.embed_tokens.weight.detach().numpy(),
+        "speech_embedding": lm.speech_embedding.weight.detach().numpy(),
+        "llm_embedding": lm.llm_embedding.weight.detach().numpy(),
+    }

@@ -166,3 +166,91 @@ def test_the_draws_change_the_sound(hift):
     with torch.no_grad(), injected_draws(other["initial_phases"], other["noise"]):
         second, _ = hift.inference(one["speech_feat"])
     assert np.abs(first.numpy() - second.numpy()).max() > 1e-4
+
+
+SPEECH_VOCABULARY = 100  # the real one has 6561 tokens; stop ids follow it
+
+
+def greedy(scores, decoded, top_k):
+    """Sampling replaced by argmax, so that two decoders can be compared token by token."""
+    return scores.argmax().reshape(1)
+
+
+@pytest.fixture(scope="module")
+def lm():
+    """A tiny Qwen2 speech-token LLM from the real classes (eager attention: its causal mask
+    is built from the cache positions, which the exported graph needs for any prompt length)."""
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    from edge_build.cosyvoice2_export import import_cosyvoice
+
+    import_cosyvoice()
+    from cosyvoice.llm.llm import Qwen2Encoder, Qwen2LM
+
+    torch.manual_seed(2)
+    config = Qwen2Config(
+        vocab_size=300,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=2048,
+        initializer_range=0.3,  # wide enough that greedy decoding does not collapse
+        tie_word_embeddings=False,
+        use_sliding_window=False,
+    )
+    config._attn_implementation = "eager"
+    backbone = Qwen2Encoder.__new__(Qwen2Encoder)  # its __init__ loads pretrained weights
+    torch.nn.Module.__init__(backbone)
+    backbone.model = Qwen2ForCausalLM(config).eval()
+    return Qwen2LM(64, 64, SPEECH_VOCABULARY, backbone, greedy).eval()
+
+
+def test_llm_step_decodes_the_same_tokens_as_the_reference(lm, tmp_path):
+    import onnxruntime
+    import torch
+
+    from edge_build.cosyvoice2_export import embedding_tables, export_llm_step, llm_io_names
+
+    session = onnxruntime.InferenceSession(str(export_llm_step(lm, tmp_path / "llm.onnx")))
+    tables = embedding_tables(lm)
+    past_names, _ = llm_io_names(2)
+    for seed in (3, 4):
+        text = torch.randint(0, 300, (1, 7), generator=torch.Generator().manual_seed(seed))
+        empty = torch.zeros(1, 0, dtype=torch.long)
+        expected = list(
+            lm.inference(
+                text,
+                torch.tensor([7]),
+                empty,
+                torch.tensor([0]),
+                empty,
+                torch.tensor([0]),
+                torch.zeros(1, 0),
+                sampling=25,
+                max_token_text_ratio=5,
+                min_token_text_ratio=0,
+            )
+        )
+        # The same loop over the graph: [sos, text, task_id] first, then one token a step.
+        sos, task = tables["llm_embedding"][0:1], tables["llm_embedding"][1:2]
+        step = np.concatenate([sos, tables["text_embedding"][text[0].numpy()], task])[None]
+        past = {name: np.zeros((1, 2, 0, 16), np.float32) for name in past_names}
+        tokens, length = [], 0
+        for _ in range(5 * 7):
+            length += step.shape[1]
+            logp, *present = session.run(
+                None,
+                {"inputs_embeds": step, "attention_mask": np.ones((1, length), np.int64), **past},
+            )
+            past = dict(zip(past_names, present, strict=True))
+            token = int(logp[0].argmax())
+            if token == SPEECH_VOCABULARY:  # the stop token
+                break
+            if token > SPEECH_VOCABULARY:
+                continue
+            tokens.append(token)
+            step = tables["speech_embedding"][token][None, None]
+        assert len(expected) > 5 and tokens == expected
