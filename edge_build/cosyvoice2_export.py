@@ -1,10 +1,14 @@
 """CosyVoice 2 stages to ONNX (extra `export`: PyTorch and the model classes of
 `cosyvoice-minicpmo`), from model objects in memory.
 
-So far: the flow-matching estimator, whole-utterance and chunk-causal (streaming) variants (they
-differ numerically: different attention masks, so each is checked against PyTorch on its own);
-and the HiFT vocoder as two graphs, its source (random draws as inputs) and its filter up to
-magnitude and phase (the iSTFT has no ONNX op and runs in numpy: daemon/voices/hift.py).
+Exported so far, each checked against PyTorch on tiny random-weight models
+(tests/test_cosyvoice2_export.py): the speech-token LLM as one step with explicit KV-cache inputs
+and outputs, and its embedding tables; the flow encoder in its three uses (whole utterance,
+streamed chunk with lookahead, last chunk); the flow-matching estimator, whole and chunk-causal
+(they differ numerically: different attention masks); the HiFT vocoder as its source (random
+draws as inputs) and its filter up to magnitude and phase (the iSTFT has no ONNX op and runs in
+numpy: daemon/voices/hift.py). Not yet: the voice pack (tokenizer, speaker prompt data,
+manifest), `fastvoice export`, and the voice that runs them (daemon/voices/cosyvoice2.py).
 """
 
 from __future__ import annotations
@@ -318,3 +322,50 @@ def embedding_tables(lm) -> dict:
         "speech_embedding": lm.speech_embedding.weight.detach().numpy(),
         "llm_embedding": lm.llm_embedding.weight.detach().numpy(),
     }
+
+
+# The flow encoder's three uses: a whole utterance; a streamed chunk that is not the last, which
+# reads the next PRE_LOOKAHEAD tokens as context; and the last streamed chunk.
+FLOW_ENCODER_VARIANTS = {
+    "flow_encoder": {"streaming": False, "lookahead": False},
+    "flow_encoder_chunk": {"streaming": True, "lookahead": True},
+    "flow_encoder_last_chunk": {"streaming": True, "lookahead": False},
+}
+
+
+def export_flow_encoder(flow, out: Path, streaming: bool, lookahead: bool) -> Path:
+    """Speech tokens [1, N] (and with `lookahead` the next tokens [1, pre_lookahead_len]) →
+    `mu` [1, 80, 2N]: the token embedding, the upsampling Conformer encoder and its projection
+    of CosyVoice 2's flow (`CausalMaskedDiffWithXvec`)."""
+    import torch
+
+    class Encoder(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.flow = flow
+
+        def forward(self, token, *context):
+            f = self.flow
+            lengths = torch.full((1,), token.shape[1], dtype=torch.long)
+            embedded = f.input_embedding(torch.clamp(token, min=0))
+            if lookahead:
+                ahead = f.input_embedding(torch.clamp(context[0], min=0))
+                hidden, _ = f.encoder(embedded, lengths, context=ahead, streaming=streaming)
+            else:
+                hidden, _ = f.encoder(embedded, lengths, streaming=streaming)
+            return f.encoder_proj(hidden).transpose(1, 2)
+
+    token = torch.zeros(1, 30, dtype=torch.long)
+    names = ["token", "context"] if lookahead else ["token"]
+    example = (token, torch.zeros(1, flow.pre_lookahead_len, dtype=torch.long))
+    torch.onnx.export(
+        Encoder().eval(),
+        example[: len(names)],
+        str(out),
+        dynamo=False,
+        opset_version=OPSET,
+        input_names=names,
+        output_names=["mu"],
+        dynamic_axes={"token": {1: "N"}, "mu": {2: "M"}},
+    )
+    return out

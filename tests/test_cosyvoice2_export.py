@@ -254,3 +254,105 @@ def test_llm_step_decodes_the_same_tokens_as_the_reference(lm, tmp_path):
             tokens.append(token)
             step = tables["speech_embedding"][token][None, None]
         assert len(expected) > 5 and tokens == expected
+
+
+@pytest.fixture(scope="module")
+def flow(estimator):
+    """CosyVoice 2's flow (`CausalMaskedDiffWithXvec`) with a tiny encoder (its width is fixed
+    at 512) around the tiny estimator."""
+    import torch
+    from omegaconf import DictConfig
+
+    from edge_build.cosyvoice2_export import import_cosyvoice
+
+    import_cosyvoice()
+    from cosyvoice.flow.flow import CausalMaskedDiffWithXvec
+    from cosyvoice.flow.flow_matching import CausalConditionalCFM
+    from cosyvoice.transformer.upsample_encoder import UpsampleConformerEncoder
+
+    torch.manual_seed(3)
+    encoder = UpsampleConformerEncoder(
+        input_size=512,
+        output_size=512,
+        attention_heads=2,
+        linear_units=64,
+        num_blocks=1,
+        dropout_rate=0.0,
+        positional_dropout_rate=0.0,
+        attention_dropout_rate=0.0,
+        normalize_before=True,
+        input_layer="linear",
+        pos_enc_layer_type="rel_pos_espnet",
+        selfattention_layer_type="rel_selfattn",
+        use_cnn_module=False,
+        macaron_style=False,
+        static_chunk_size=25,
+    )
+    cfm_params = DictConfig(
+        {
+            "sigma_min": 1e-06,
+            "solver": "euler",
+            "t_scheduler": "cosine",
+            "training_cfg_rate": 0.2,
+            "inference_cfg_rate": 0.7,
+            "reg_loss_type": "l1",
+        }
+    )
+    decoder = CausalConditionalCFM(
+        in_channels=240, cfm_params=cfm_params, n_spks=1, spk_emb_dim=80, estimator=estimator
+    )
+    return CausalMaskedDiffWithXvec(
+        input_size=512,
+        output_size=80,
+        spk_embed_dim=192,
+        vocab_size=SPEECH_VOCABULARY,
+        token_mel_ratio=2,
+        pre_lookahead_len=3,
+        encoder=encoder,
+        decoder=decoder,
+    ).eval()
+
+
+@pytest.mark.parametrize(
+    "variant", ["flow_encoder", "flow_encoder_chunk", "flow_encoder_last_chunk"]
+)
+def test_flow_encoder_variants_equal_the_flow_modules(flow, variant, tmp_path):
+    import onnxruntime
+    import torch
+
+    from edge_build.cosyvoice2_export import FLOW_ENCODER_VARIANTS, export_flow_encoder
+
+    options = FLOW_ENCODER_VARIANTS[variant]
+    path = export_flow_encoder(flow, tmp_path / f"{variant}.onnx", **options)
+    session = onnxruntime.InferenceSession(str(path))
+    generator = torch.Generator().manual_seed(5)
+    for tokens in (25, 53):
+        token = torch.randint(0, SPEECH_VOCABULARY, (1, tokens), generator=generator)
+        context = torch.randint(0, SPEECH_VOCABULARY, (1, 3), generator=generator)
+        with torch.no_grad():  # the flow's own modules, as flow.inference chains them
+            embedded = flow.input_embedding(token)
+            extra = {"context": flow.input_embedding(context)} if options["lookahead"] else {}
+            hidden, _ = flow.encoder(
+                embedded, torch.tensor([tokens]), streaming=options["streaming"], **extra
+            )
+            expected = flow.encoder_proj(hidden).transpose(1, 2).numpy()
+        feeds = {"token": token.numpy()}
+        if options["lookahead"]:
+            feeds["context"] = context.numpy()
+        (mu,) = session.run(None, feeds)
+        assert mu.shape == (1, 80, 2 * tokens)
+        np.testing.assert_allclose(mu, expected, atol=1e-4)
+
+
+def test_the_lookahead_changes_the_chunk_end(flow):
+    """The next tokens reach the chunk's last frames: a graph that ignored them would pass."""
+    import torch
+
+    token = torch.randint(0, SPEECH_VOCABULARY, (1, 25), generator=torch.Generator().manual_seed(6))
+    with torch.no_grad():
+        lengths = torch.tensor([25])
+        embedded = flow.input_embedding(token)
+        last, _ = flow.encoder(embedded, lengths, streaming=True)
+        ahead = flow.input_embedding(torch.tensor([[1, 2, 3]]))
+        chunk, _ = flow.encoder(embedded, lengths, context=ahead, streaming=True)
+    assert np.abs((last - chunk).numpy()).max() > 1e-4
