@@ -250,6 +250,22 @@ def cmd_build(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_export(args: argparse.Namespace) -> int:
+    """Needs the export environment (PyTorch and the CosyVoice classes): tools/setup-export.sh."""
+    try:
+        from edge_build.cosyvoice2_pack import export_model_dir
+    except ImportError as error:
+        raise FastvoiceError(
+            f"`fastvoice export` needs PyTorch and the CosyVoice classes ({error}): run it from "
+            "the export environment (tools/setup-export.sh makes .venv-export)"
+        ) from None
+    if not args.model_dir.is_dir():
+        raise FastvoiceError(f"{args.model_dir} is not a directory")
+    pack = export_model_dir(args.model_dir, args.out_dir, language=args.language)
+    print(f"wrote the voice pack {pack}; use it with a voice of family cosyvoice2, pack: {pack}")
+    return 0
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     """The side-by-side benchmark lives with the operator's tools in the source checkout."""
     import runpy
@@ -336,6 +352,18 @@ def build_parser() -> argparse.ArgumentParser:
     build.add_argument("--force", action="store_true", help="rebuild even if up to date")
     build.add_argument("--verify", action="store_true", help="check every file's sha256 too")
     build.set_defaults(handler=cmd_build)
+
+    export = commands.add_parser(
+        "export", parents=[common], help="make a voice pack from a model (export environment)"
+    )
+    families = export.add_subparsers(dest="family", required=True, metavar="FAMILY")
+    cosyvoice2 = families.add_parser(
+        "cosyvoice2", parents=[common], help="a CosyVoice 2 model directory → a voice pack"
+    )
+    cosyvoice2.add_argument("model_dir", type=Path, help="e.g. CosyVoice2-0.5B (with spk2info.pt)")
+    cosyvoice2.add_argument("out_dir", type=Path, help="the voice pack directory to write")
+    cosyvoice2.add_argument("--language", default="mul", help="language code the pack reports")
+    cosyvoice2.set_defaults(handler=cmd_export)
 
     bench = commands.add_parser(
         "bench",

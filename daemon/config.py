@@ -51,10 +51,17 @@ def _resolve_path(value: Path | None, info: ValidationInfo) -> Path | None:
     return value
 
 
+# Settings that only one family reads: a voice of the other family that sets one is an error.
+VITS_ONLY = ("package", "model", "config", "length_scale", "noise_scale", "noise_w", "normalize")
+COSYVOICE2_ONLY = ("pack", "seed", "streaming", "token_hop_growth", "max_token_hop")
+
+
 class VoiceConfig(StrictModel):
     """One voice: where its files come from and its synthesis defaults."""
 
-    family: Literal["vits"] = "vits"
+    family: Literal["vits", "cosyvoice2"] = Field(
+        "vits", description="vits: a Piper voice; cosyvoice2: a pack from `fastvoice export`"
+    )
     package: str | None = Field(
         None, description="Python package that ships the voice (exposes model_path/config_path)"
     )
@@ -65,8 +72,26 @@ class VoiceConfig(StrictModel):
     noise_scale: float | None = Field(None, ge=0, le=2)
     noise_w: float | None = Field(None, ge=0, le=2)
     normalize: bool = Field(True, description="scale each sentence to full range, as Piper does")
+    pack: Path | None = Field(
+        None, description="cosyvoice2: the voice pack directory `fastvoice export` wrote"
+    )
+    seed: int = Field(
+        0,
+        ge=0,
+        lt=2**63,
+        description="cosyvoice2: each sentence's sampling seed: a text always sounds the same",
+    )
+    streaming: bool = Field(
+        True, description="cosyvoice2: speak a sentence chunk by chunk as its tokens are made"
+    )
+    token_hop_growth: int = Field(
+        2, ge=1, le=4, description="cosyvoice2: each streamed chunk this many times the last"
+    )
+    max_token_hop: int = Field(
+        100, ge=25, le=400, description="cosyvoice2: the largest streamed chunk, in speech tokens"
+    )
 
-    _resolve = field_validator("model", "config")(_resolve_path)
+    _resolve = field_validator("model", "config", "pack")(_resolve_path)
 
     @field_validator("package")
     @classmethod
@@ -78,7 +103,17 @@ class VoiceConfig(StrictModel):
         return value
 
     @model_validator(mode="after")
-    def _one_source(self) -> VoiceConfig:
+    def _settings_of_the_family(self) -> VoiceConfig:
+        foreign = VITS_ONLY if self.family == "cosyvoice2" else COSYVOICE2_ONLY
+        given = sorted(set(foreign) & self.model_fields_set)
+        if given:
+            raise ValueError(
+                f"{', '.join(map(repr, given))}: not a setting of a {self.family} voice"
+            )
+        if self.family == "cosyvoice2":
+            if self.pack is None:
+                raise ValueError("a cosyvoice2 voice needs 'pack' (from `fastvoice export`)")
+            return self
         if (self.package is None) == (self.model is None):
             raise ValueError("give exactly one of 'package' or 'model'")
         if self.config is not None and self.model is None:

@@ -15,6 +15,7 @@ from daemon.errors import BackendError
 from daemon.runtime.artifacts import Artifact
 from daemon.runtime.ort_cpu import WHOLE, OrtCpuBackend
 from daemon.voices.vits import VitsVoice, voice_files
+from daemon.voices.voice_pack import GRAPHS, VoicePack, graph_file
 from edge_build.ort_optimize import build_ort_artifact, write_precision_choice
 from edge_build.precision import VARIANTS, make_variant
 from edge_build.quality_gate import evaluate
@@ -63,6 +64,11 @@ def build_cpu_voices(
     backend = OrtCpuBackend(artifact_store=store, precision="fp32")
     results = []
     for name, voice_config in sorted(config.voices.items()):
+        if voice_config.family == "cosyvoice2":
+            results += build_pack_graphs(
+                backend, name, voice_config, store, force, verify, progress
+            )
+            continue
         model, _ = voice_files(name, voice_config)
         stage = f"{name}/vits"
         precision = config.runtime.precision
@@ -101,6 +107,42 @@ def build_cpu_voices(
             results.append(
                 choose_precision(name, voice_config, model, store, stage, rebuilt or force)
             )
+    return results
+
+
+def build_pack_graphs(
+    backend: OrtCpuBackend,
+    name: str,
+    voice_config: VoiceConfig,
+    store: Path,
+    force: bool,
+    verify: bool,
+    progress: Callable[[str], None],
+) -> list[BuildResult]:
+    """Each graph of a CosyVoice 2 voice pack optimised for this CPU (fp32: the pack's parity
+    is proven at fp32); with `verify`, the pack's own files are checked against its hashes."""
+    assert voice_config.pack is not None
+    pack = VoicePack.open(voice_config.pack)
+    if verify:
+        problems = pack.verify()
+        if problems:
+            raise BackendError(f"voice {name!r}: {'; '.join(problems)} (export the pack again)")
+    results = []
+    for graph in GRAPHS:
+        started = time.perf_counter()
+        source = pack.path(graph_file(graph))
+        stage = f"{name}/{graph}"
+        found, _ = backend.find_artifact(source)
+        problems = found.verify() if found is not None and verify else []
+        if found is None or force or problems:
+            progress(f"{stage}: optimising the graph for this CPU")
+            found = build_ort_artifact(source, store, stage)
+            status = ("rebuilt: " + "; ".join(problems)) if problems else "built"
+        else:
+            status = "up to date"
+        results.append(
+            BuildResult(name, stage, status, found.directory, time.perf_counter() - started)
+        )
     return results
 
 

@@ -1,19 +1,19 @@
 """CosyVoice 2 stages to ONNX (extra `export`: PyTorch and the model classes of
-`cosyvoice-minicpmo`), from model objects in memory.
+`cosyvoice-minicpmo`), from model objects in memory; edge_build/cosyvoice2_pack.py puts them in
+a voice pack.
 
-Exported so far, each checked against PyTorch on tiny random-weight models
-(tests/test_cosyvoice2_export.py): the speech-token LLM as one step with explicit KV-cache inputs
-and outputs, and its embedding tables; the flow encoder in its three uses (whole utterance,
-streamed chunk with lookahead, last chunk); the flow-matching estimator, whole and chunk-causal
-(they differ numerically: different attention masks); the HiFT vocoder as its source (random
-draws as inputs) and its filter up to magnitude and phase (the iSTFT has no ONNX op and runs in
-numpy: daemon/voices/hift.py). Not yet: the voice pack (tokenizer, speaker prompt data,
-manifest), `fastvoice export`, and the voice that runs them (daemon/voices/cosyvoice2.py).
+Each is checked against PyTorch on tiny random-weight models (tests/test_cosyvoice2_export.py):
+the speech-token LLM as one step with explicit KV-cache inputs and outputs, and its embedding
+tables; the flow encoder whole and as a streamed chunk with lookahead; the flow-matching
+estimator, whole and chunk-causal (they differ numerically: different attention masks); the
+HiFT vocoder as its source (random draws as inputs) and its filter up to magnitude and phase
+(the iSTFT has no ONNX op and runs in numpy: daemon/voices/hift.py).
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib
 import logging
 import math
 import sys
@@ -86,15 +86,15 @@ def estimator_example(frames: int, seed: int = 0) -> dict:
 
 def import_cosyvoice() -> None:
     """Makes the model classes importable without what export does not use: torchaudio (only
-    imported by cosyvoice's file utilities, and not installable beside this torch) and matcha's
-    training utilities (hydra, lightning). The torchaudio stand-in exists only while that one
-    module is imported: transformers looks torchaudio up at import and a stand-in breaks it."""
-    if "cosyvoice.utils.file_utils" not in sys.modules:
-        sys.modules["torchaudio"] = types.ModuleType("torchaudio")
-        try:
-            import cosyvoice.utils.file_utils  # noqa: F401
-        finally:
-            del sys.modules["torchaudio"]
+    imported by cosyvoice's file utilities, and not installable beside this torch), whisper and
+    tiktoken (only for CosyVoice 1's tokenizer, beside CosyVoice 2's) and matcha's training
+    utilities (hydra, lightning). A stand-in exists only while the one module that needs it is
+    imported: transformers looks torchaudio up at import and a stand-in breaks it."""
+    _import_with_stand_ins("cosyvoice.utils.file_utils", ["torchaudio"])
+    importlib.import_module("transformers")  # before the stand-ins: it probes for tiktoken
+    _import_with_stand_ins(
+        "cosyvoice.tokenizer.tokenizer", ["whisper", "whisper.tokenizer", "tiktoken"]
+    )
     if "matcha.utils.pylogger" not in sys.modules:
         pylogger = types.ModuleType("matcha.utils.pylogger")
         pylogger.get_pylogger = logging.getLogger  # type: ignore[attr-defined]
@@ -102,6 +102,21 @@ def import_cosyvoice() -> None:
         utils.pylogger = pylogger  # type: ignore[attr-defined]
         sys.modules["matcha.utils"] = utils
         sys.modules["matcha.utils.pylogger"] = pylogger
+
+
+def _import_with_stand_ins(module: str, absent: list[str]) -> None:
+    if module in sys.modules:
+        return
+    stand_ins = [name for name in absent if name not in sys.modules]
+    for name in stand_ins:
+        sys.modules[name] = types.ModuleType(name)
+    if "whisper.tokenizer" in stand_ins:
+        sys.modules["whisper.tokenizer"].Tokenizer = object  # type: ignore[attr-defined]
+    try:
+        importlib.import_module(module)
+    finally:
+        for name in stand_ins:
+            del sys.modules[name]
 
 
 @contextlib.contextmanager
@@ -267,6 +282,9 @@ def export_llm_step(lm, out: Path) -> Path:
     from transformers.cache_utils import DynamicCache
 
     config = lm.llm.model.config
+    # Eager attention builds its causal mask from the cache positions, which the graph needs
+    # to serve any prompt length (SDPA's shortcut for no mask would be traced in).
+    config._attn_implementation = "eager"
     layers = config.num_hidden_layers
     kv_heads = config.num_key_value_heads
     head_dim = config.hidden_size // config.num_attention_heads
@@ -324,12 +342,11 @@ def embedding_tables(lm) -> dict:
     }
 
 
-# The flow encoder's three uses: a whole utterance; a streamed chunk that is not the last, which
-# reads the next PRE_LOOKAHEAD tokens as context; and the last streamed chunk.
+# The flow encoder's two uses: a whole utterance (and a stream's last chunk, which the reference
+# runs whole); a streamed chunk, which reads the next pre-lookahead tokens as context.
 FLOW_ENCODER_VARIANTS = {
     "flow_encoder": {"streaming": False, "lookahead": False},
     "flow_encoder_chunk": {"streaming": True, "lookahead": True},
-    "flow_encoder_last_chunk": {"streaming": True, "lookahead": False},
 }
 
 

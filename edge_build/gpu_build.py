@@ -70,6 +70,10 @@ def build_gpu_voices(
     want_engines = config.runtime.backend in ("auto", "trt") and stack.engines_possible
     results = []
     for name, voice_config in sorted(config.voices.items()):
+        if voice_config.family != "vits":
+            status = "not built: no TensorRT engines for cosyvoice2 graphs yet (ort-cuda runs them)"
+            results.append(BuildResult(name, f"{name}/trt", status, store, 0.0))
+            continue
         model, _ = voice_files(name, voice_config)
         stage = f"{name}/vits"
         store.mkdir(parents=True, exist_ok=True)

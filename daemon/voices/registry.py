@@ -8,9 +8,10 @@ from daemon.config import Config
 from daemon.errors import VoiceError
 from daemon.runtime.base import Backend
 from daemon.voices.base import Voice
+from daemon.voices.cosyvoice2 import CosyVoice2Voice
 from daemon.voices.vits import VitsVoice
 
-FAMILIES = {"vits": VitsVoice}
+FAMILIES: dict[str, type[Voice]] = {"vits": VitsVoice, "cosyvoice2": CosyVoice2Voice}
 
 
 class VoiceRegistry:
