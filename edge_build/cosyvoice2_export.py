@@ -45,7 +45,7 @@ def export_estimator(estimator, out: Path, streaming: bool, frames: int = 64) ->
             return self.estimator(x, mask, mu, t, spks, cond, streaming=streaming)
 
     example = estimator_example(frames)
-    frame_axis = {2: "T"}
+    frame_axis = {2: "mel_frames"}  # named as gpu.profiles names it
     torch.onnx.export(
         Fixed().eval(),
         tuple(example[name] for name in ESTIMATOR_INPUTS),
@@ -245,7 +245,11 @@ def export_hift(hift, directory: Path, mel_frames: int = 20) -> tuple[Path, Path
         opset_version=OPSET,
         input_names=list(example),
         output_names=["source"],
-        dynamic_axes={"speech_feat": {2: "T"}, "noise": {1: "L"}, "source": {2: "L"}},
+        dynamic_axes={
+            "speech_feat": {2: "mel_frames"},
+            "noise": {1: "samples"},
+            "source": {2: "samples"},
+        },
     )
     filter_path = directory / "hift_magnitude_phase.onnx"
     torch.onnx.export(
@@ -257,10 +261,10 @@ def export_hift(hift, directory: Path, mel_frames: int = 20) -> tuple[Path, Path
         input_names=["speech_feat", "source"],
         output_names=["magnitude", "phase"],
         dynamic_axes={
-            "speech_feat": {2: "T"},
-            "source": {2: "L"},
-            "magnitude": {2: "F"},
-            "phase": {2: "F"},
+            "speech_feat": {2: "mel_frames"},
+            "source": {2: "samples"},
+            "magnitude": {2: "stft_frames"},
+            "phase": {2: "stft_frames"},
         },
     )
     return source_path, filter_path

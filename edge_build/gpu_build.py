@@ -1,6 +1,7 @@
 """`fastvoice build` on a GPU box: for each voice part, the raw split graphs (fp32, and fp16 with
 the overflow-prone ops kept in fp32) that the ONNX Runtime GPU backends load, and a TensorRT
-engine built for this GPU, TensorRT version and config.
+engine built for this GPU, TensorRT version and config. For a CosyVoice 2 voice: the fp16 copy
+and the engine of its estimator and vocoder graphs (the pack holds the fp32 ones).
 
 An engine is keyed by all of these: after a TensorRT upgrade, a new GPU or a config change the
 lookup finds nothing, a new engine is built and the one it replaces is removed (engines are
@@ -43,6 +44,7 @@ from daemon.runtime.trt import (
     find_engine,
 )
 from daemon.voices.vits import voice_files
+from daemon.voices.voice_pack import VoicePack, graph_file
 from edge_build.build import BuildResult
 from edge_build.precision import GPU_FP32_OPS, make_variant
 from edge_build.trt_engine import EngineFacts, EngineRequest, Progress
@@ -51,6 +53,10 @@ from edge_build.vits_split import WHOLE, split_graphs
 log = logging.getLogger(__name__)
 MODEL_FILE = "model.onnx"
 EngineBuilder = Callable[[EngineRequest, Path, Progress], EngineFacts]
+# A CosyVoice 2 pack's graphs that get engines: the estimator (20 runs a chunk) and the
+# vocoder. The LLM step and the flow encoder run on ONNX Runtime (the LLM belongs to an LLM
+# runtime; the encoder runs once a chunk).
+ENGINE_GRAPHS = ("flow_estimator", "flow_estimator_chunk", "hift_source", "hift_magnitude_phase")
 
 
 def build_gpu_voices(
@@ -70,9 +76,33 @@ def build_gpu_voices(
     want_engines = config.runtime.backend in ("auto", "trt") and stack.engines_possible
     results = []
     for name, voice_config in sorted(config.voices.items()):
-        if voice_config.family != "vits":
-            status = "not built: no TensorRT engines for cosyvoice2 graphs yet (ort-cuda runs them)"
-            results.append(BuildResult(name, f"{name}/trt", status, store, 0.0))
+        if voice_config.family == "cosyvoice2":
+            assert voice_config.pack is not None
+            pack = VoicePack.open(voice_config.pack)
+            for graph in ENGINE_GRAPHS:
+                source = pack.path(graph_file(graph))
+                stage = f"{name}/{graph}"
+                result, fp16 = ensure_part(
+                    source, store, stage, WHOLE, source, "fp16", force, verify
+                )
+                results.append(result)
+                if want_engines:
+                    progress(f"{stage}: checking the TensorRT engine")
+                    results.append(
+                        ensure_engine(
+                            config,
+                            source,
+                            store,
+                            stage,
+                            WHOLE,
+                            source,
+                            fp16.model,
+                            stack,
+                            force,
+                            progress,
+                            engine_builder,
+                        )
+                    )
             continue
         model, _ = voice_files(name, voice_config)
         stage = f"{name}/vits"

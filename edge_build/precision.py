@@ -27,6 +27,11 @@ GPU_FP32_OPS = (
     "Sqrt",
     "Reciprocal",
     "Softplus",
+    # HiFT: Snake's 1/alpha and sine saturate in fp16; the source's phase is a running sum.
+    "Div",
+    "Sin",
+    "Cos",
+    "CumSum",
 )
 
 

@@ -113,18 +113,21 @@ def build_engine(request: EngineRequest, out: Path, progress: Progress) -> Engin
 def keep_overflowing_layers_fp32(trt, network) -> int:
     """Pins the layers whose fp16 result can overflow or lose everything to fp32."""
     unary = trt.UnaryOperation
-    risky_unary = {unary.EXP, unary.LOG, unary.SQRT, unary.RECIP}
+    # Exp/log/sqrt/reciprocal overflow; HiFT's Snake (1/alpha, sine) saturates and its source
+    # phase is a cumulative sum of small increments.
+    risky_unary = {unary.EXP, unary.LOG, unary.SQRT, unary.RECIP, unary.SIN, unary.COS}
+    risky_elementwise = {trt.ElementWiseOperation.POW, trt.ElementWiseOperation.DIV}
     kinds = trt.LayerType
     count = 0
     for index in range(network.num_layers):
         layer = network.get_layer(index)
-        risky = layer.type in (kinds.SOFTMAX, kinds.NORMALIZATION, kinds.REDUCE)
+        risky = layer.type in (kinds.SOFTMAX, kinds.NORMALIZATION, kinds.REDUCE, kinds.CUMULATIVE)
         if layer.type == kinds.UNARY:
             layer.__class__ = trt.IUnaryLayer
             risky = layer.op in risky_unary
         elif layer.type == kinds.ELEMENTWISE:
             layer.__class__ = trt.IElementWiseLayer
-            risky = layer.op == trt.ElementWiseOperation.POW
+            risky = layer.op in risky_elementwise
         if not risky:
             continue
         layer.precision = trt.float32

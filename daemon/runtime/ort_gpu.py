@@ -123,15 +123,23 @@ class OrtGpuBackend(Backend):
         """The CUDA provider runs the fp16 copy; TensorRT's provider converts fp32 itself."""
         return self.gpu.precision if self.name == "ort-cuda" else "fp32"
 
-    def _graph(self, model_path: Path, part: str) -> tuple[Path, str]:
+    def _graph(self, model_path: Path, part: str) -> tuple[Path, str, str]:
+        """(graph, where it comes from, its precision): a part as `fastvoice build` made it; a
+        whole graph as it is, or its fp16 copy where the build made one (CosyVoice 2's)."""
+        precision = self._graph_precision()
         if part == WHOLE:
-            return model_path, "whole source graph"
+            copy = None
+            if self.artifact_store is not None and precision != "fp32":
+                copy = find_part(self.artifact_store, model_path, WHOLE, precision)[0]
+            if copy is None:
+                return model_path, "whole source graph", "fp32"
+            return copy.model, f"{precision} copy {copy.directory.name}", precision
         if self.artifact_store is None:
             raise BackendError("artifacts disabled: no split graph to load")
-        artifact, reason = find_part(self.artifact_store, model_path, part, self._graph_precision())
+        artifact, reason = find_part(self.artifact_store, model_path, part, precision)
         if artifact is None:
             raise BackendError(reason)
-        return artifact.model, f"split part {artifact.directory.name}"
+        return artifact.model, f"split part {artifact.directory.name}", precision
 
     def has_part(self, model_path: Path, part: str) -> bool:
         if self.artifact_store is None:
@@ -179,7 +187,7 @@ class OrtGpuBackend(Backend):
                 f"this onnxruntime has no {self.provider} (it has: "
                 f"{', '.join(self.available_providers)}); install onnxruntime-gpu in its place"
             )
-        graph, source = self._graph(model_path, part)
+        graph, source, precision = self._graph(model_path, part)
         label = stage if part == WHOLE else f"{stage}/{part}"
         weights = graph.stat().st_size
         arena_limit = self.ledger.place_arena(label, self.name, weights)
@@ -205,7 +213,7 @@ class OrtGpuBackend(Backend):
             weights_bytes=weights,
             load_rss_bytes=0,
             workers=self.workers,
-            precision=self.gpu.precision if self.name == "ort-trt" else self._graph_precision(),
+            precision=self.gpu.precision if self.name == "ort-trt" else precision,
             notes=(f"onnxruntime {ort.__version__}", source, f"arena limit {arena_limit} bytes"),
         )
         return OrtGpuStage(session, report)

@@ -249,6 +249,7 @@ class _Utterance:
         cond = np.zeros((1, mu.shape[1], frames), np.float32)
         cond[0, :, :prompt_frames] = self.speaker.prompt_mel.T
         estimator = voice.stages["flow_estimator" if finalize else "flow_estimator_chunk"]
+        self._check_fits(estimator, mel_frames=frames)
         x = np.array(voice.flow_noise[:, :, :frames], np.float32)
         zeros = np.zeros_like(mu)
         feeds = {
@@ -271,6 +272,18 @@ class _Utterance:
                 dt = schedule[step + 1] - t
         return x[:, :, prompt_frames:]
 
+    def _check_fits(self, stage: Stage, **sizes: int) -> None:
+        """A TensorRT engine runs up to its profile's largest shape: a longer piece is a clear
+        error, not a failed run."""
+        for dim, size in sizes.items():
+            limit = stage.limits.get(dim)
+            if limit is not None and size > limit:
+                raise VoiceError(
+                    f"voice {self.voice.name!r}: {size} {dim} is above the {limit} of "
+                    f"{stage.report.stage}'s engine (raise gpu.profiles.{dim}.max and run "
+                    "`fastvoice build`, or speak shorter sentences)"
+                )
+
     def waveform(self, mel: np.ndarray, finalize: bool) -> np.ndarray:
         """Samples of `mel` by HiFT; a streamed chunk keeps its end as the next one's cache."""
         voice, dims = self.voice, self.dims
@@ -278,6 +291,8 @@ class _Utterance:
         if cache is not None:
             mel = np.concatenate([cache["mel"], mel], axis=2)
         samples = mel.shape[2] * dims.samples_per_frame
+        for graph in ("hift_source", "hift_magnitude_phase"):
+            self._check_fits(voice.stages[graph], mel_frames=mel.shape[2], samples=samples)
         (source,) = voice.stages["hift_source"].run(
             {
                 "speech_feat": mel,
