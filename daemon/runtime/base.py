@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -71,6 +71,12 @@ class Stage(ABC):
     @abstractmethod
     def run(self, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
         """Run the graph on named inputs; returns the outputs in graph order."""
+
+    def run_kept(self, feeds: Mapping[str, Any], keep: Collection[str]) -> list[Any]:
+        """As `run`, but the outputs named in `keep` may stay where the backend holds them (on
+        its device): opaque values, only to be fed back into this stage. A decoding loop's KV
+        cache goes round so without a host copy each step. Here: plain `run`."""
+        return self.run(feeds)
 
     def input_names(self) -> set[str]:
         return {spec.name for spec in self.inputs}

@@ -19,9 +19,10 @@ import os
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import psutil
@@ -29,6 +30,7 @@ import psutil
 from daemon.errors import BackendError
 from daemon.runtime.artifacts import Artifact, find_artifact
 from daemon.runtime.base import Backend, Stage, StageReport, ort_specs
+from daemon.runtime.ort_values import run_keeping
 
 log = logging.getLogger(__name__)
 
@@ -160,8 +162,13 @@ class OrtCpuStage(Stage):
         self.outputs = ort_specs(pool.solo.get_outputs())
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+        return self.run_kept(feeds, ())
+
+    def run_kept(self, feeds: Mapping[str, Any], keep: Collection[str]) -> list[Any]:
         session = self._pool.acquire()
         try:
+            if keep:
+                return run_keeping(session, feeds, keep)
             return session.run(None, dict(feeds))
         except Exception as error:  # ORT raises its own exception types from C++
             raise BackendError(f"{self.report.stage}: inference failed: {error}") from error

@@ -18,8 +18,9 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -28,6 +29,7 @@ from daemon.errors import BackendError
 from daemon.runtime.artifacts import Artifact, find_artifact
 from daemon.runtime.base import Backend, Stage, StageReport, ort_specs
 from daemon.runtime.budget import GpuOutOfMemory, VramLedger, run_halving
+from daemon.runtime.ort_values import run_keeping
 from daemon.runtime.profiles import is_batch_dim, profile_ladder
 
 log = logging.getLogger(__name__)
@@ -73,8 +75,9 @@ def verify_providers(session, wanted: str) -> tuple[str, ...]:
 class OrtGpuStage(Stage):
     """One session: ONNX Runtime serves overlapping runs on a GPU session itself."""
 
-    def __init__(self, session, report: StageReport) -> None:
+    def __init__(self, session, report: StageReport, device: int = 0) -> None:
         self._session = session
+        self._device = device
         self.report = report
         self.inputs = ort_specs(session.get_inputs())
         self.outputs = ort_specs(session.get_outputs())
@@ -84,8 +87,10 @@ class OrtGpuStage(Stage):
             if spec.shape and isinstance(spec.shape[0], str) and is_batch_dim(spec.shape[0])
         }
 
-    def _run_once(self, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+    def _run_once(self, feeds: Mapping[str, Any], keep: Collection[str] = ()) -> list[Any]:
         try:
+            if keep:
+                return run_keeping(self._session, feeds, keep, "cuda", self._device)
             return self._session.run(None, dict(feeds))
         except Exception as error:  # ORT raises its own exception types from C++
             if OUT_OF_MEMORY.search(str(error)):
@@ -94,6 +99,10 @@ class OrtGpuStage(Stage):
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
         return run_halving(self._run_once, feeds, self._batched, self.report.stage)
+
+    def run_kept(self, feeds: Mapping[str, Any], keep: Collection[str]) -> list[Any]:
+        """Kept outputs stay on the GPU; no batch halving (a batch of one decoding step)."""
+        return self._run_once(feeds, keep)
 
 
 class OrtGpuBackend(Backend):
@@ -216,4 +225,4 @@ class OrtGpuBackend(Backend):
             precision=self.gpu.precision if self.name == "ort-trt" else precision,
             notes=(f"onnxruntime {ort.__version__}", source, f"arena limit {arena_limit} bytes"),
         )
-        return OrtGpuStage(session, report)
+        return OrtGpuStage(session, report, self.gpu.device)

@@ -143,7 +143,9 @@ class _Dims:
             self.audio_limit = float(hift["audio_limit"])
         except (KeyError, TypeError, ValueError) as error:
             raise VoiceError(f"{MANIFEST}: bad or missing model dimension {error}") from None
-        self.past_names = [f"past_{k}_{i}" for i in range(self.layers) for k in ("key", "value")]
+        pairs = [f"{k}_{i}" for i in range(self.layers) for k in ("key", "value")]
+        self.past_names = [f"past_{pair}" for pair in pairs]
+        self.present_names = frozenset(f"present_{pair}" for pair in pairs)
 
 
 class _Utterance:
@@ -204,8 +206,9 @@ class _Utterance:
         llm = voice.stages["llm_step"]
         for index in range(MAX_RATIO * len(text)):
             length += step.shape[1]
-            logp, *present = llm.run(
-                {"inputs_embeds": step, "attention_mask": np.ones((1, length), np.int64), **past}
+            logp, *present = llm.run_kept(
+                {"inputs_embeds": step, "attention_mask": np.ones((1, length), np.int64), **past},
+                keep=dims.present_names,  # the cache stays with the backend between steps
             )
             past = dict(zip(dims.past_names, present, strict=True))
             token = self._sample(logp[0], decoded, ignore_end=index < MIN_RATIO * len(text))
