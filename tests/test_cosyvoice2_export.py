@@ -181,26 +181,16 @@ def lm():
     """A tiny Qwen2 speech-token LLM from the real classes (eager attention: its causal mask
     is built from the cache positions, which the exported graph needs for any prompt length)."""
     import torch
-    from transformers import Qwen2Config, Qwen2ForCausalLM
+    from transformers import Qwen2ForCausalLM
 
     from edge_build.cosyvoice2_export import import_cosyvoice
+    from tests.cosyvoice2_tiny import tiny_qwen_config
 
     import_cosyvoice()
     from cosyvoice.llm.llm import Qwen2Encoder, Qwen2LM
 
     torch.manual_seed(2)
-    config = Qwen2Config(
-        vocab_size=300,
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=2048,
-        initializer_range=0.3,  # wide enough that greedy decoding does not collapse
-        tie_word_embeddings=False,
-        use_sliding_window=False,
-    )
+    config = tiny_qwen_config(vocab_size=300, positions=2048)
     config._attn_implementation = "eager"
     backbone = Qwen2Encoder.__new__(Qwen2Encoder)  # its __init__ loads pretrained weights
     torch.nn.Module.__init__(backbone)

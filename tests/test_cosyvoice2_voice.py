@@ -45,7 +45,9 @@ def qwen_directory(directory: Path) -> None:
     `CosyVoice-BlankEN` (vocab.json, merges.txt, tokenizer_config.json, the model)."""
     import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import Qwen2Config, Qwen2ForCausalLM
+    from transformers import Qwen2ForCausalLM
+
+    from tests.cosyvoice2_tiny import tiny_qwen_config
 
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -63,18 +65,8 @@ def qwen_directory(directory: Path) -> None:
         '"unk_token": null, "bos_token": null, "pad_token": "<|endoftext|>"}'
     )
     torch.manual_seed(2)
-    config = Qwen2Config(
-        vocab_size=400,  # the BPE, its added special tokens and CosyVoice's
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=4096,
-        initializer_range=0.3,  # wide enough that sampling does not collapse
-        tie_word_embeddings=False,
-        use_sliding_window=False,
-    )
+    # The vocabulary holds the BPE, its added special tokens and CosyVoice's.
+    config = tiny_qwen_config(vocab_size=400, positions=4096)
     Qwen2ForCausalLM(config).save_pretrained(str(directory))
 
 
