@@ -21,6 +21,8 @@ import types
 from collections.abc import Iterator
 from pathlib import Path
 
+from daemon.voices.voice_pack import llm_cache_names
+
 ESTIMATOR_INPUTS = ("x", "mask", "mu", "t", "spks", "cond")
 ESTIMATOR_OUTPUT = "estimator_out"
 OPSET = 18
@@ -270,13 +272,6 @@ def export_hift(hift, directory: Path, mel_frames: int = 20) -> tuple[Path, Path
     return source_path, filter_path
 
 
-def llm_io_names(layers: int) -> tuple[list[str], list[str]]:
-    """The LLM step's KV-cache inputs and outputs, key and value per layer."""
-    past = [f"past_{kind}_{layer}" for layer in range(layers) for kind in ("key", "value")]
-    present = [f"present_{kind}_{layer}" for layer in range(layers) for kind in ("key", "value")]
-    return past, present
-
-
 def export_llm_step(lm, out: Path) -> Path:
     """The speech-token LLM as one step: `(inputs_embeds [1, S, H], attention_mask [1, P + S],
     past key/values [1, kv_heads, P, head_dim] per layer) -> (logp [1, vocab] of the last
@@ -316,7 +311,7 @@ def export_llm_step(lm, out: Path) -> Path:
 
     # Traced with a past of 3 and a step of 1: a past of length 0 at trace time would drop
     # the cache inputs from the graph.
-    past_names, present_names = llm_io_names(layers)
+    past_names, present_names = llm_cache_names(layers)
     past = [torch.zeros(1, kv_heads, 3, head_dim) for _ in past_names]
     embeds = torch.zeros(1, 1, config.hidden_size)
     mask = torch.ones(1, 4, dtype=torch.int64)

@@ -202,11 +202,12 @@ def test_llm_step_decodes_the_same_tokens_as_the_reference(lm, tmp_path):
     import onnxruntime
     import torch
 
-    from edge_build.cosyvoice2_export import embedding_tables, export_llm_step, llm_io_names
+    from daemon.voices.voice_pack import llm_cache_names
+    from edge_build.cosyvoice2_export import embedding_tables, export_llm_step
 
     session = onnxruntime.InferenceSession(str(export_llm_step(lm, tmp_path / "llm.onnx")))
     tables = embedding_tables(lm)
-    past_names, _ = llm_io_names(2)
+    past_names, _ = llm_cache_names(2)
     for seed in (3, 4):
         text = torch.randint(0, 300, (1, 7), generator=torch.Generator().manual_seed(seed))
         empty = torch.zeros(1, 0, dtype=torch.long)

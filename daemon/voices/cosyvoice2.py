@@ -33,6 +33,7 @@ from daemon.voices.voice_pack import (
     SpeakerPrompt,
     VoicePack,
     graph_file,
+    llm_cache_names,
 )
 
 # The LLM speaks at least MIN_RATIO and at most MAX_RATIO speech tokens per text token.
@@ -143,9 +144,8 @@ class _Dims:
             self.audio_limit = float(hift["audio_limit"])
         except (KeyError, TypeError, ValueError) as error:
             raise VoiceError(f"{MANIFEST}: bad or missing model dimension {error}") from None
-        pairs = [f"{k}_{i}" for i in range(self.layers) for k in ("key", "value")]
-        self.past_names = [f"past_{pair}" for pair in pairs]
-        self.present_names = frozenset(f"present_{pair}" for pair in pairs)
+        self.past_names, present = llm_cache_names(self.layers)
+        self.present_names = frozenset(present)
 
 
 class _Utterance:

@@ -55,6 +55,12 @@ SPEAKER_ARRAYS = (
 )
 
 
+def llm_cache_names(layers: int) -> tuple[list[str], list[str]]:
+    """The LLM step graph's KV-cache inputs and outputs, key and value per layer."""
+    pairs = [f"{kind}_{layer}" for layer in range(layers) for kind in ("key", "value")]
+    return [f"past_{pair}" for pair in pairs], [f"present_{pair}" for pair in pairs]
+
+
 @dataclass(frozen=True)
 class SpeakerPrompt:
     prompt_text: np.ndarray
