@@ -110,6 +110,39 @@ def build_cpu_voices(
     return results
 
 
+def missing_artifacts(config: Config, store: Path, gpu: bool) -> list[str]:
+    """What a build would make now, found without building: empty when the service can load
+    at once. The files a voice will load are checked by sha256 (the load then trusts them);
+    the others by name, size and manifest. On a box with a GPU backend in play (`gpu`) the
+    engines are always named: only a build can check them."""
+    if gpu:
+        return ["the GPU engines"]
+    fp32 = OrtCpuBackend(artifact_store=store, precision="fp32")
+    chosen = OrtCpuBackend(artifact_store=store, precision=config.runtime.precision)
+    missing = []
+    for name, voice_config in sorted(config.voices.items()):
+        if voice_config.family == "cosyvoice2":
+            assert voice_config.pack is not None
+            pack = VoicePack.open(voice_config.pack)
+            for graph in GRAPHS:
+                artifact, _ = fp32.find_artifact(pack.path(graph_file(graph)))
+                if artifact is None or artifact.verify():
+                    missing.append(f"{name}/{graph}")
+            continue
+        model, _ = voice_files(name, voice_config)
+        precision = config.runtime.precision
+        variants = VARIANTS if precision == "auto" else (precision,)
+        loaded, _ = chosen.precision_for(model)
+        for variant in ("fp32", *(v for v in variants if v != "fp32")):
+            found = _found(fp32, model, variant)
+            problems = [p for a in found if a is not None and variant == loaded for p in a.verify()]
+            if None in found or problems:
+                missing.append(f"{name}/vits@{variant}")
+        if precision == "auto" and chosen.precision_choice(model)[0] is None:
+            missing.append(f"{name}/vits/precision")
+    return missing
+
+
 def build_pack_graphs(
     backend: OrtCpuBackend,
     name: str,

@@ -45,6 +45,25 @@ def test_a_run_alone_gets_every_thread_overlapping_runs_a_share():
     assert pool.acquire() is first
 
 
+def test_narrow_sessions_are_made_only_when_runs_overlap():
+    made: list[Session] = []
+
+    def make(threads: int) -> Session:
+        made.append(Session(threads))
+        return made[-1]
+
+    pool = SessionPool(make, threads=4, workers=2, load=Load())
+    for _ in range(3):  # one request at a time: the one session with every thread
+        pool.release(pool.acquire())
+    assert [session.threads for session in made] == [4]
+    first, second = pool.acquire(), pool.acquire()
+    assert [session.threads for session in made] == [4, 2]
+    pool.release(second)
+    pool.release(first)
+    first, second = pool.acquire(), pool.acquire()
+    assert len(made) == 2 and second is made[1]  # made once, then reused
+
+
 def test_while_requests_overlap_even_a_lone_run_gets_a_share():
     load = Load()
     pool = SessionPool(Session, threads=4, workers=2, load=load)

@@ -14,6 +14,9 @@ fi
 python3 -m venv .venv
 .venv/bin/pip install -q --upgrade pip
 .venv/bin/pip install -q -e '.[cpu]'
+# An editable install leaves our modules uncompiled; where bytecode is never written
+# (PYTHONDONTWRITEBYTECODE, a read-only install) every start would compile them again.
+.venv/bin/python -m compileall -q daemon edge_build
 .venv/bin/fastvoice build   # once per box: optimised graphs, streaming inside sentences
 
 if .venv/bin/fastvoice devices >/dev/null 2>&1; then

@@ -20,5 +20,8 @@ fi
 python3 -m venv .venv
 .venv/bin/pip install -q --upgrade pip
 .venv/bin/pip install -q -e '.[cpu,test]'
+# An editable install leaves our modules uncompiled; where bytecode is never written
+# (PYTHONDONTWRITEBYTECODE, a read-only install) every start would compile them again.
+.venv/bin/python -m compileall -q daemon edge_build
 # Rhasspy's Hermes message classes for the Hermes tests; its paho-mqtt 1.x pin would replace ours.
 .venv/bin/pip install -q --no-deps 'rhasspy-hermes==0.6.2'

@@ -9,9 +9,13 @@ library. The memory readings feed `stats`.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
 from dataclasses import dataclass
 from typing import Any
+
+# The ONNX Runtime execution providers of the GPU backends.
+ORT_GPU_PROVIDERS = {"ort-cuda": "CUDAExecutionProvider", "ort-trt": "TensorrtExecutionProvider"}
 
 
 @dataclass(frozen=True)
@@ -73,6 +77,19 @@ def probe(index: int = 0) -> GpuStack:
         cuda_python_problem=_cuda_python_problem(),
         ort_providers=_ort_providers(),
     )
+
+
+def probe_if_gpu_runtime(index: int = 0) -> GpuStack:
+    """The full probe where a GPU backend could run at all; where neither TensorRT nor a GPU
+    onnxruntime is installed, the answer without loading NVML or CUDA (a one-shot command on a
+    CPU box starts that much sooner)."""
+    providers = _ort_providers()
+    if importlib.util.find_spec("tensorrt") is None and not (
+        set(providers) & set(ORT_GPU_PROVIDERS.values())
+    ):
+        problem = "no GPU runtime is installed (neither TensorRT nor onnxruntime-gpu)"
+        return GpuStack(None, problem, None, "TensorRT is not installed", "", providers)
+    return probe(index)
 
 
 def find_device(index: int) -> tuple[GpuDevice | None, str]:

@@ -108,12 +108,15 @@ class SessionPool:
     def __init__(
         self, make: Callable[[int], object], threads: int, workers: int, load: Load
     ) -> None:
+        """The narrow sessions are made when requests first overlap: a start loads one session
+        per stage, and a box that serves one request at a time never holds the others."""
         self.workers = workers
         self.load = load
         self.solo = make(threads)
         self._solo_busy = False
-        narrow = max(1, threads // workers)
-        self._idle = [make(narrow) for _ in range(workers if workers > 1 else 0)]
+        self._make_narrow = lambda: make(max(1, threads // workers))
+        self._unmade = workers if workers > 1 else 0
+        self._idle: list[object] = []
         self._in_flight = 0
         self._line: deque[int] = deque()
         self._tickets = itertools.count()
@@ -128,17 +131,26 @@ class SessionPool:
         if self._in_flight >= self.workers:
             return None
         alone = self._in_flight == 0 and self.load.active <= 1
-        if not self._solo_busy and (alone or not self._idle):
+        if not self._solo_busy and (alone or not (self._idle or self._unmade)):
             self._solo_busy = True
             return self.solo
+        if not self._idle and self._unmade:
+            session = self._make_narrow()
+            self._unmade -= 1
+            return session
         return self._idle.pop() if self._idle else None
 
     def acquire(self):
         with self._cond:
             ticket = next(self._tickets)
             self._line.append(ticket)
-            while self._line[0] != ticket or (session := self._pick()) is None:
-                self._cond.wait()
+            try:
+                while self._line[0] != ticket or (session := self._pick()) is None:
+                    self._cond.wait()
+            except BaseException:  # a narrow session could not be made: leave the line
+                self._line.remove(ticket)
+                self._cond.notify_all()
+                raise
             self._line.popleft()
             self._in_flight += 1
             self._cond.notify_all()  # the next in line may find a session too

@@ -29,6 +29,7 @@ from daemon.errors import BackendError
 from daemon.runtime.artifacts import Artifact, find_artifact
 from daemon.runtime.base import Backend, Stage, StageReport, ort_specs
 from daemon.runtime.budget import GpuOutOfMemory, VramLedger, run_halving
+from daemon.runtime.gpu import ORT_GPU_PROVIDERS
 from daemon.runtime.ort_values import run_keeping
 from daemon.runtime.profiles import is_batch_dim, profile_ladder
 
@@ -37,7 +38,6 @@ log = logging.getLogger(__name__)
 WHOLE = "whole"
 PART_KIND = "onnx-part"  # a part of a source graph, as split, for the GPU backends
 PART_OPTIONS = {"graph": "split, unoptimised"}
-PROVIDERS = {"ort-cuda": "CUDAExecutionProvider", "ort-trt": "TensorrtExecutionProvider"}
 # How ONNX Runtime words a failed device allocation (BFC arena, CUDA, TensorRT provider).
 OUT_OF_MEMORY = re.compile(
     r"out of memory|failed to allocate memory|available memory of \d+ is smaller|"
@@ -118,10 +118,10 @@ class OrtGpuBackend(Backend):
         workers: int = 1,
     ) -> None:
         """`available_providers`: what onnxruntime says it has (the GPU probe read it)."""
-        if name not in PROVIDERS:
+        if name not in ORT_GPU_PROVIDERS:
             raise ValueError(f"unknown ONNX Runtime GPU backend {name!r}")
         self.name = name  # type: ignore[misc]  # one class, two backend names
-        self.provider = PROVIDERS[name]
+        self.provider = ORT_GPU_PROVIDERS[name]
         self.gpu = gpu
         self.ledger = ledger
         self.artifact_store = artifact_store

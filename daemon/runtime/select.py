@@ -13,17 +13,17 @@ import logging
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, ExitStack, contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from daemon.config import Config
 from daemon.errors import BackendError
 from daemon.runtime.artifacts import default_store
 from daemon.runtime.base import Backend, Stage
-from daemon.runtime.budget import Decision, VramLedger
-from daemon.runtime.gpu import GpuStack, memory_in_use, probe
+from daemon.runtime.gpu import ORT_GPU_PROVIDERS, GpuStack, memory_in_use, probe
 from daemon.runtime.ort_cpu import OrtCpuBackend, physical_cores_available
-from daemon.runtime.ort_gpu import PROVIDERS, OrtGpuBackend
-from daemon.runtime.trt import TrtBackend
+
+if TYPE_CHECKING:  # the GPU backends are imported only where a chain uses them
+    from daemon.runtime.budget import VramLedger
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +67,8 @@ class BackendChain(Backend):
         return any(backend.has_part(model_path, part) for backend in self.backends)
 
     def load(self, model_path: Path, stage: str, part: str = WHOLE) -> Stage:
+        from daemon.runtime.budget import Decision
+
         label = stage if part == WHOLE else f"{stage}/{part}"
         problems = []
         for backend in self.backends:
@@ -103,7 +105,7 @@ def unavailable(name: str, stack: GpuStack) -> str:
         return stack.device_problem
     if name == "trt":
         return stack.tensorrt_problem or stack.cuda_python_problem
-    provider = PROVIDERS[name]
+    provider = ORT_GPU_PROVIDERS[name]
     if provider not in stack.ort_providers:
         return (
             f"this onnxruntime has no {provider} (it has: {', '.join(stack.ort_providers)}); "
@@ -163,6 +165,10 @@ def create_backend(
     names, reason = plan_chain(runtime.backend, stack)
     if names == ["ort-cpu"]:
         return cpu, reason
+    from daemon.runtime.budget import VramLedger
+    from daemon.runtime.ort_gpu import OrtGpuBackend
+    from daemon.runtime.trt import TrtBackend
+
     ledger = VramLedger(config.gpu.budget_bytes, lanes=workers)
     backends: list[Backend] = []
     for name in names:

@@ -2,16 +2,25 @@
 
 from __future__ import annotations
 
+import importlib
 import threading
 
 from daemon.config import Config
 from daemon.errors import VoiceError
 from daemon.runtime.base import Backend
 from daemon.voices.base import Voice
-from daemon.voices.cosyvoice2 import CosyVoice2Voice
-from daemon.voices.vits import VitsVoice
 
-FAMILIES: dict[str, type[Voice]] = {"vits": VitsVoice, "cosyvoice2": CosyVoice2Voice}
+# Family → (module, class), imported when a voice of the family is first loaded: a command that
+# speaks with a Piper voice never imports the CosyVoice 2 pipeline.
+FAMILIES: dict[str, tuple[str, str]] = {
+    "vits": ("daemon.voices.vits", "VitsVoice"),
+    "cosyvoice2": ("daemon.voices.cosyvoice2", "CosyVoice2Voice"),
+}
+
+
+def voice_class(family: str) -> type[Voice]:
+    module, name = FAMILIES[family]
+    return getattr(importlib.import_module(module), name)
 
 
 class VoiceRegistry:
@@ -38,5 +47,6 @@ class VoiceRegistry:
         with self._lock:
             if name not in self._loaded:
                 voice_config = self.config.voices[name]
-                self._loaded[name] = FAMILIES[voice_config.family](name, voice_config, self.backend)
+                family = voice_class(voice_config.family)
+                self._loaded[name] = family(name, voice_config, self.backend)
             return self._loaded[name]
