@@ -1,30 +1,41 @@
-"""`fastvoice` command line. Exit codes: 0 ok, 2 usage or config error, 1 runtime failure."""
+"""`fastvoice` command line. Exit codes: 0 ok, 2 usage or config error, 1 runtime failure.
+
+Each command imports what it uses when it runs: `fastvoice say` handing its job to a running
+service loads no model, no numpy and no config models, and starts in tens of milliseconds.
+"""
 
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import logging
 import os
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from daemon import __version__
-from daemon.audio.pcm import join_sentences
-from daemon.cache import phrase_cache
-from daemon.config import Config, config_path_in_use, load_config, read_config_file
 from daemon.errors import FastvoiceError, TextError
 from daemon.logs import setup_logging
-from daemon.runtime.select import create_backend
-from daemon.synthesizer import Synthesizer
-from daemon.voices.base import SpeechOptions
-from daemon.voices.registry import VoiceRegistry
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from daemon.config import Config
+    from daemon.voices.registry import VoiceRegistry
 
 log = logging.getLogger("fastvoice")
+# `say` options the service's queue does not take: with any of them, `say` speaks on its own.
+LOCAL_ONLY_OPTIONS = (
+    "raw",
+    "device",
+    "length_scale",
+    "noise_scale",
+    "noise_w",
+    "sentence_pause",
+    "no_cache",
+)
 
 
 def _bounded_float(low: float, high: float, low_inclusive: bool = True) -> Callable[[str], float]:
@@ -62,17 +73,80 @@ def _speaker(text: str) -> str | int:
     return int(text) if text.isdigit() else text
 
 
-def _setup(config: Config) -> tuple[VoiceRegistry, str]:
+def _setup(config: Config, **backend_options: Any) -> tuple[VoiceRegistry, str]:
     """The voices on the backend chosen for this box, and why it was chosen."""
-    backend, reason = create_backend(config)
+    from daemon.runtime.select import create_backend
+    from daemon.voices.registry import VoiceRegistry
+
+    backend, reason = create_backend(config, **backend_options)
     log.info("backend %s (%s)", backend.name, reason)
     return VoiceRegistry(config, backend), reason
 
 
 def cmd_say(args: argparse.Namespace) -> int:
-    config = load_config(args.config)
     text = _read_text(args.text)
-    registry, _ = _setup(config)
+    local_only = [name for name in LOCAL_ONLY_OPTIONS if getattr(args, name)]
+    if not args.local and not local_only:
+        from daemon.local_socket import ServiceUnavailable
+
+        try:
+            return _say_through_service(args, text)
+        except ServiceUnavailable as error:
+            if str(error):  # a service is there but did not take the job; none there: silence
+                print(f"fastvoice: note: {error}; speaking here", file=sys.stderr)
+    return _say_here(args, text)
+
+
+def _say_through_service(args: argparse.Namespace, text: str) -> int:
+    """The job goes to the running service's queue; its events are printed as they come."""
+    from daemon.local_socket import hand_to_service
+
+    say: dict[str, Any] = {"text": text, "priority": args.priority}
+    optional = {"voice": args.voice, "speaker": args.speaker, "id": args.id}
+    say.update({key: value for key, value in optional.items() if value is not None})
+    if args.volume != 1.0:
+        say["volume"] = args.volume
+    try:
+        result = hand_to_service(say, args.output is not None, _print_event, args.timeout)
+    except ConnectionError as error:
+        raise FastvoiceError(f"the service lost the job's trail: {error}") from None
+    last = result.last
+    if last["event"] == "rejected":
+        raise TextError(last.get("message", "the service rejected the job"))
+    if last["event"] != "finished":
+        raise FastvoiceError(f"the job {last['event']}: {last.get('message', last.get('reason'))}")
+    if args.output is not None:
+        if result.audio is None:
+            raise FastvoiceError("the service finished the job but sent no audio")
+        from daemon.files import replaced_atomically
+
+        try:
+            with replaced_atomically(args.output) as handle:
+                handle.write(result.audio)
+        except OSError as error:
+            raise FastvoiceError(f"cannot write {args.output}: {error.strerror or error}") from None
+    return 0
+
+
+def _print_event(event: dict[str, Any]) -> None:
+    details = {k: v for k, v in event.items() if k not in ("v", "event", "id", "time")}
+    extra = " ".join(f"{key}={value}" for key, value in details.items())
+    print(f"{event['event']:<12} {event['id']}  {extra}".rstrip(), flush=True)
+
+
+def _say_here(args: argparse.Namespace, text: str) -> int:
+    """Loads the voice in this process and speaks (or writes) the text."""
+    import itertools
+
+    from daemon.audio.pcm import join_sentences
+    from daemon.cache import phrase_cache
+    from daemon.config import load_config
+    from daemon.runtime.gpu import probe_if_gpu_runtime
+    from daemon.synthesizer import Synthesizer
+    from daemon.voices.base import SpeechOptions
+
+    config = load_config(args.config)
+    registry, _ = _setup(config, probe_stack=probe_if_gpu_runtime)
     voice = registry.get(args.voice)
     rate = voice.info.sample_rate
     player = None
@@ -139,6 +213,8 @@ def _write_raw(blocks: Iterable[np.ndarray]) -> int:
 
 
 def cmd_voices(args: argparse.Namespace) -> int:
+    from daemon.config import load_config
+
     config = load_config(args.config)
     registry, reason = _setup(config)
     infos = [registry.get(name).info for name in registry.names]
@@ -187,6 +263,8 @@ def cmd_devices(args: argparse.Namespace) -> int:
 
 
 def cmd_config_check(args: argparse.Namespace) -> int:
+    from daemon.config import config_path_in_use, read_config_file
+
     path = args.path or config_path_in_use(args.config)
     if path is None:
         print("no config file given or found; the built-in defaults are valid")
@@ -206,6 +284,7 @@ def cmd_send(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
     from daemon.commands import SayCommand
+    from daemon.config import load_config
     from daemon.send import send
     from daemon.validation import format_validation_error
 
@@ -225,9 +304,7 @@ def cmd_send(args: argparse.Namespace) -> int:
         raise TextError(format_validation_error(error, noun="field")) from None
     events, audio = send(config.mqtt, say, args.timeout, args.save)
     for event in events:
-        details = {k: v for k, v in event.items() if k not in ("v", "event", "id", "time")}
-        extra = " ".join(f"{key}={value}" for key, value in details.items())
-        print(f"{event['event']:<12} {event['id']}  {extra}".rstrip())
+        _print_event(event)
     if args.save is not None and audio is not None:
         args.save.write_bytes(audio)
         print(f"saved {args.save}")
@@ -235,6 +312,7 @@ def cmd_send(args: argparse.Namespace) -> int:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
+    from daemon.config import load_config
     from daemon.runtime.artifacts import default_store
     from edge_build.build import build_voices
 
@@ -316,6 +394,25 @@ def build_parser() -> argparse.ArgumentParser:
     )
     say.add_argument(
         "--no-cache", action="store_true", help="neither use nor fill the phrase cache"
+    )
+    say.add_argument(
+        "--priority",
+        default="normal",
+        choices=["low", "normal", "high", "critical"],
+        help="queue order when a service runs on this box (default normal)",
+    )
+    say.add_argument("--id", help="job id when a service runs on this box (default: generated)")
+    say.add_argument(
+        "--timeout",
+        type=_bounded_float(0, 86_400, low_inclusive=False),
+        default=600,
+        help="seconds to follow a job the service has queued (default 600)",
+    )
+    say.add_argument(
+        "--local",
+        action="store_true",
+        help="speak in this process even when a service runs on this box (which otherwise "
+        "queues the job; --raw, --device, --no-cache and the scale and pause options imply it)",
     )
     say.set_defaults(handler=cmd_say)
 

@@ -410,6 +410,14 @@ class WyomingConfig(StrictModel):
             raise ConfigError(f"--wyoming:\n{format_validation_error(error)}") from None
 
 
+class LocalConfig(StrictModel):
+    socket: bool = Field(
+        True,
+        description="take `fastvoice say` jobs from this box on a Unix socket (systemd's "
+        "RuntimeDirectory, else $XDG_RUNTIME_DIR/fastvoice; $FASTVOICE_SOCKET overrides)",
+    )
+
+
 class Config(StrictModel):
     """The whole file. Every default here is also written out in config/fastvoice.yaml."""
 
@@ -426,6 +434,7 @@ class Config(StrictModel):
     homeassistant: HomeAssistantConfig = Field(default_factory=HomeAssistantConfig)
     hermes: HermesConfig = Field(default_factory=HermesConfig)
     wyoming: WyomingConfig = Field(default_factory=WyomingConfig)
+    local: LocalConfig = Field(default_factory=LocalConfig)
 
     @model_validator(mode="after")
     def _voices_exist(self) -> Config:

@@ -23,6 +23,7 @@ from daemon import __version__, sdnotify
 from daemon.adapters.hermes import HermesTts
 from daemon.adapters.homeassistant import HomeAssistantDiscovery, node_id
 from daemon.adapters.homeassistant import unregister as unregister_discovery
+from daemon.adapters.local_server import LocalServer
 from daemon.adapters.wyoming_server import WyomingServer
 from daemon.audio.player import Player
 from daemon.cache import phrase_cache
@@ -40,6 +41,7 @@ from daemon.config import Config, WyomingConfig, load_config
 from daemon.errors import FastvoiceError, VoiceError
 from daemon.jobs import DuplicateJob, Job, JobQueue, QueueFull
 from daemon.journal import JobJournal, state_root
+from daemon.local_socket import service_socket_path
 from daemon.mqtt import MqttLink
 from daemon.runtime.select import create_backend
 from daemon.speaker import Speaker, publish_only
@@ -111,6 +113,14 @@ class Service:
                 lambda: self.default_voice,
                 config.queue.max_payload_bytes,
             )
+        self.local = None
+        socket_path = service_socket_path()
+        if config.local.socket and socket_path is not None:
+            reply_prefix = f"{config.mqtt.base_topic}/local"
+            self.local = LocalServer(
+                socket_path, self.submit, config.queue.max_payload_bytes, reply_prefix
+            )
+            self.listeners.append(self.local.on_event)
         self.link = MqttLink(
             config.mqtt,
             {
@@ -274,6 +284,8 @@ class Service:
                 log.exception("event listener failed on %s", message)
 
     def _publish(self, topic: str, payload: bytes | str, retain: bool = False) -> None:
+        if self.local is not None and self.local.deliver(topic, payload):
+            return
         self.link.publish(topic, payload, retain)
 
     def info(self) -> dict[str, Any]:
@@ -296,6 +308,8 @@ class Service:
             "cache": self.cache.describe() if self.cache is not None else None,
             "journal": self.journal.describe() if self.journal is not None else None,
             "artifacts_problem": self.artifacts_problem,
+            "local_socket": None if self.local is None else str(self.local.path),
+            "local_socket_problem": None if self.local is None else self.local.problem,
         }
 
     def stats(self) -> dict[str, Any]:
@@ -340,16 +354,27 @@ class Service:
     # --- lifecycle (main thread) ---
 
     def build_artifacts(self) -> None:
-        """First start on a box (or after an upgrade): optimise the voices before loading them."""
+        """First start on a box (or after an upgrade, or a corrupted file): optimise the voices
+        before loading them. When everything is there and intact (checked here, the files to
+        be loaded by sha256), no build process is started: a restart serves at once."""
         runtime = self.config.runtime
         if not (runtime.artifacts and runtime.build_on_start):
             return
         import multiprocessing
 
         from daemon.runtime.artifacts import default_store, trust_verified
+        from edge_build.build import missing_artifacts
 
         sdnotify.notify("STATUS=checking artifacts for this box")
         store = runtime.artifact_dir or default_store()
+        try:
+            gpu = self.voices.backend.gpu_report() is not None
+            missing = missing_artifacts(self.config, store, gpu)
+        except (FastvoiceError, OSError) as error:
+            missing = [f"a check that failed ({error})"]
+        if not missing:
+            return
+        log.info("building %s", ", ".join(missing))
         # In a process of its own: a build and its quality gate peak at hundreds of MB that
         # a long-running service would otherwise keep. Its progress comes back over a pipe and
         # goes to systemd (only the main process may notify), each message extending the start
@@ -389,6 +414,12 @@ class Service:
             self.wyoming.ready.wait(30)
             if self.wyoming.error is not None:
                 log.error("%s; serving MQTT only", self.wyoming.error)
+        if self.local is not None:
+            if self.local.listen():
+                self.local.start()
+                log.info("local jobs on %s", self.local.path)
+            else:
+                log.error("%s; `fastvoice say` will speak on its own", self.local.problem)
         self.link.start()
         sdnotify.notify("READY=1")
         sdnotify.notify(f"STATUS=serving on {self.config.mqtt.host}:{self.config.mqtt.port}")
@@ -486,6 +517,8 @@ class Service:
                 if self._problems() != self._published_problems:
                     self._publish_info()
         sdnotify.notify("STOPPING=1")
+        if self.local is not None:
+            self.local.shutdown()
         if self.wyoming is not None:
             self.wyoming.shutdown()
         for speaker in self.speakers:
