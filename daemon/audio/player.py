@@ -7,6 +7,7 @@ cannot open the voice's rate (or `audio.sample_rate` asks for another), soxr res
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections import deque
 from collections.abc import Iterable
@@ -193,6 +194,10 @@ class Player:
                 drained.set()
                 raise sd.CallbackStop
 
+        # The first block is made before the device is opened: a running stream's callback
+        # (silence until the prefill is there) would compete with the voice for the cores.
+        blocks = iter(blocks)
+        first = next(blocks, None)
         try:
             stream = sd.OutputStream(
                 samplerate=target.sample_rate,
@@ -209,7 +214,7 @@ class Player:
                 f"or {NO_DEVICE_HINT}"
             ) from None
         with stream:
-            for block in blocks:
+            for block in itertools.chain([] if first is None else [first], blocks):
                 if resampler is not None:
                     block = resampler.resample_chunk(block)
                 if block.size and not buffer.put(np.ascontiguousarray(block, dtype=np.float32)):
