@@ -74,6 +74,12 @@ class Server:
     def pid(self) -> int:
         return self.process.pid
 
+    def wait_listening(self) -> None:
+        while not _listening(self.port):
+            if self.process.poll() is not None:
+                raise RuntimeError(f"{self.name} exited with {self.process.returncode}")
+            time.sleep(0.002)
+
     def rss_mb(self) -> float:
         return psutil.Process(self.pid).memory_info().rss / 2**20
 
@@ -177,10 +183,7 @@ class Servers:
         started = time.perf_counter()
         server = self.start(system)
         try:
-            while not _listening(server.port):
-                if server.process.poll() is not None:
-                    raise RuntimeError(f"{system} exited with {server.process.returncode}")
-                time.sleep(0.002)
+            server.wait_listening()
             ready = time.perf_counter() - started
             first, _ = wyoming_requests(server.port, text, 1)[0]
             return ready, ready + first
@@ -191,10 +194,7 @@ class Servers:
     def running(self, system: str) -> Iterator[Server]:
         server = self.start(system)
         try:
-            while not _listening(server.port):
-                if server.process.poll() is not None:
-                    raise RuntimeError(f"{system} exited with {server.process.returncode}")
-                time.sleep(0.01)
+            server.wait_listening()
             if system == "fastvoice":
                 while not self.socket.exists():
                     time.sleep(0.01)
