@@ -58,7 +58,6 @@ ANNOUNCEMENTS = (
     "The train now arriving at platform four is the delayed service to the airport, calling at "
     "every station along the river.",
 )
-LEVELS = (1, 2, 4, 8, 16)
 WYOMING_CONCURRENT = 4
 PIPER = "stock piper"
 WYOMING_PIPER = "wyoming-piper"
@@ -208,18 +207,23 @@ def warm_rows(table: Table, workers: dict[str, Worker], runs: int) -> None:
                 table.add(row.format("whole"), system, result["total"], PIPER, "<= 0.95x")
 
 
-def throughput_rows(table: Table, workers: dict[str, Worker], seconds: float) -> None:
+def throughput_rows(
+    table: Table, workers: dict[str, Worker], seconds: float, max_clients: int
+) -> None:
+    """Clients 1, 2, 4, ... up to `max_clients` requesting back to back, each system alone."""
     for name, worker in workers.items():
         system = "fastvoice" if name == "fastvoice" else "peer"
         levels = {}
-        for clients in LEVELS:
+        for clients in (2**k for k in range(max_clients.bit_length())):
             settle([w.pid for w in workers.values()])
             levels[clients] = worker.ask(
                 op="concurrency", text=MEDIUM, clients=clients, seconds=seconds
             )
         best = max(level["rate"] for level in levels.values())
         table.add("throughput, best concurrency (utterances/min)", system, best, PIPER, ">= 1.3x")
-        table.add("throughput, 8 concurrent (utterances/min)", system, levels[8]["rate"], PIPER)
+        loaded = max(n for n in levels if n <= 8)  # a busy service on a small box
+        rate = levels[loaded]["rate"]
+        table.add(f"throughput, {loaded} concurrent (utterances/min)", system, rate, PIPER)
         faster = max([n for n, level in levels.items() if level["realtime"]], default=0)
         table.add("concurrent requests faster than real time", system, faster, PIPER)
 
@@ -271,6 +275,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=6.0, help="per concurrency level")
+    parser.add_argument(
+        "--max-clients", type=int, default=16, help="concurrency levels 1, 2, 4, ... up to this"
+    )
     parser.add_argument("--out", type=Path, default=REPO / "bench-out")
     parser.add_argument(
         "--backend",
@@ -306,7 +313,7 @@ def main() -> None:
         workers = {"fastvoice": Worker("fastvoice", document), "piper": Worker("piper", {})}
         try:
             warm_rows(table, workers, args.runs)
-            throughput_rows(table, workers, args.seconds)
+            throughput_rows(table, workers, args.seconds, args.max_clients)
             texts = [SHORT, MEDIUM, LONG] * args.runs
             for name, worker in workers.items():
                 wer = worker.ask(op="wer", texts=texts)["wer"]
