@@ -9,13 +9,13 @@ import shutil
 import numpy as np
 import pytest
 
-from daemon.config import VoiceConfig
+from daemon.config import VoiceConfig, parse_config
 from daemon.errors import BackendError
 from daemon.runtime.artifacts import find_artifact
 from daemon.runtime.ort_cpu import ARTIFACT_KIND, ARTIFACT_OPTIONS, OrtCpuBackend
 from daemon.voices.base import SpeechOptions
 from daemon.voices.vits import VitsVoice, voice_files
-from edge_build.build import build_parts
+from edge_build.build import build_parts, build_voices, missing_artifacts
 from edge_build.ort_optimize import build_ort_artifact
 from tests.conftest import run_cli
 
@@ -169,3 +169,29 @@ def test_streamed_normalisation_matches_piper_for_short_and_never_clips(
     pieces = list(streamed.synthesize_sentence(LONG_SENTENCE, SILENT))
     assert np.abs(pieces[0].samples).max() == pytest.approx(1.0, abs=1e-6)
     assert all(np.abs(p.samples).max() <= 1.0 for p in pieces)
+
+
+def test_missing_artifacts_names_what_a_build_would_make(voice_copy, tmp_path):
+    """What lets a service that is up to date start without a build process: nothing missing
+    once built, and a corrupted file of what it loads is missing again (it is hashed)."""
+    config = parse_config(
+        {
+            "voice": "v",
+            "voices": {"v": {"model": str(voice_copy.model)}},
+            "runtime": {"precision": "fp32"},
+        }
+    )
+    store = tmp_path / "store"
+    assert missing_artifacts(config, store, gpu=False) == ["v/vits@fp32"]
+    build_voices(config, store)
+    assert missing_artifacts(config, store, gpu=False) == []
+    assert missing_artifacts(config, store, gpu=True) == ["the GPU engines"]
+    (weights,) = [
+        m.parent / "model.weights"
+        for m in store.glob("*/manifest.json")
+        if json.loads(m.read_text())["kind"].endswith("/encoder")
+    ]
+    data = bytearray(weights.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    weights.write_bytes(bytes(data))
+    assert missing_artifacts(config, store, gpu=False) == ["v/vits@fp32"]

@@ -407,6 +407,15 @@ def test_first_start_builds_the_artifacts(broker, capture, tmp_path):
         running.recorder.event(job, "finished")
     finally:
         running.stop()
+    again_dir = tmp_path / "again"
+    again_dir.mkdir()
+    again = Daemon(broker, again_dir, capture.env(), runtime={"artifact_dir": str(store)})
+    try:  # everything there and intact: no build process, straight to serving
+        started = again.notifications(until="READY=1")
+        assert not any(m.startswith("STATUS=building") for m in started), started
+        assert "STATUS=checking artifacts for this box" in started
+    finally:
+        again.stop()
 
 
 def _die_without_answer(sender) -> None:
