@@ -112,6 +112,7 @@ class Service:
                 config.text,
                 lambda: self.default_voice,
                 config.queue.max_payload_bytes,
+                max_requests=backend.workers,
             )
         self.local = None
         socket_path = service_socket_path()

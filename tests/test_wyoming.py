@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 import uuid
 
 import numpy as np
@@ -20,6 +21,7 @@ from wyoming.tts import (
     SynthesizeVoice,
 )
 
+from daemon.adapters.wyoming_server import WyomingServer
 from tests.conftest import run_cli
 from tests.daemon_helpers import Daemon
 from tests.mqtt_helpers import free_port
@@ -191,3 +193,54 @@ def test_an_event_claiming_too_many_bytes_is_refused_unread(server, header):
         assert b'"code": "too_large"' in answer
     events = asyncio.run(exchange(server.port_wyoming, [Synthesize(text="Fine.")], "audio-stop"))
     assert pcm_of(events).size > 0
+
+
+class CountingSynthesizer:
+    """The real synthesizer, counting the requests being synthesized at the same time."""
+
+    def __init__(self, synthesizer) -> None:
+        self.voices = synthesizer.voices
+        self._synthesizer = synthesizer
+        self._lock = threading.Lock()
+        self.active = 0
+        self.most = 0
+
+    def synthesize(self, *args, **kwargs):
+        with self._lock:
+            self.active += 1
+            self.most = max(self.most, self.active)
+        try:
+            yield from self._synthesizer.synthesize(*args, **kwargs)
+        finally:
+            with self._lock:
+                self.active -= 1
+
+
+@pytest.mark.parametrize("max_requests", [1, 2])
+def test_requests_beyond_the_workers_wait_their_turn(synthesizer, config, max_requests):
+    counting = CountingSynthesizer(synthesizer)
+    port = free_port()
+    server = WyomingServer(
+        f"tcp://127.0.0.1:{port}",
+        counting,
+        config.audio,
+        config.text,
+        lambda: config.voice,
+        65536,
+        max_requests=max_requests,
+    )
+    server.start()
+    assert server.ready.wait(30) and server.error is None
+    try:
+
+        async def four_at_once() -> list[list]:
+            requests = [Synthesize(text=f"Request {n} of four, all at once.") for n in range(4)]
+            return await asyncio.gather(
+                *(exchange(port, [request], until="audio-stop") for request in requests)
+            )
+
+        for events in asyncio.run(four_at_once()):
+            assert any(AudioChunk.is_type(event.type) for event in events)
+        assert counting.most == max_requests
+    finally:
+        server.shutdown()

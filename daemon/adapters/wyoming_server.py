@@ -4,8 +4,9 @@
 of audio is made, `audio-stop`; the streaming form (`synthesize-start`, `-chunk`s, `-stop`)
 speaks each complete sentence as soon as its text has arrived and ends with
 `synthesize-stopped`. Synthesis runs in the loop's thread pool, so clients are served side by
-side by the synthesizer's parallel workers; no lock is held across requests. Bad requests get an
-`error` event naming the problem, and the connection stays open.
+side by the synthesizer's parallel workers, as many at once as there are workers (`max_requests`,
+first come first served): more would only share the same cores, and every one of them would end
+late. Bad requests get an `error` event naming the problem, and the connection stays open.
 """
 
 from __future__ import annotations
@@ -96,9 +97,12 @@ class WyomingServer(threading.Thread):
         text: TextConfig,
         default_voice: Callable[[], str],
         max_event_bytes: int,
+        max_requests: int = 1,
     ) -> None:
-        """`max_event_bytes` bounds what one client event may carry (as MQTT commands are)."""
+        """`max_event_bytes` bounds what one client event may carry (as MQTT commands are);
+        `max_requests` requests are synthesized at once, the others wait their turn."""
         super().__init__(name="wyoming", daemon=True)
+        self.admission = threading.Semaphore(max_requests)
         self.max_event_bytes = max_event_bytes
         self.uri = uri
         self.synthesizer = synthesizer
@@ -168,12 +172,21 @@ class WyomingServer(threading.Thread):
         options = SpeechOptions(speaker=int(speaker) if speaker and speaker.isdigit() else speaker)
         name = voice or self.default_voice()
         chunks = self.synthesizer.synthesize(text, name, options)
-        return join_sentences(
-            ((chunk.samples, chunk.sentence_end) for chunk in chunks),
-            self.rate_of(name),
-            self.audio.sentence_pause_s,
-            self.audio.fade_ms,
+        return self._admitted(
+            join_sentences(
+                ((chunk.samples, chunk.sentence_end) for chunk in chunks),
+                self.rate_of(name),
+                self.audio.sentence_pause_s,
+                self.audio.fade_ms,
+            )
         )
+
+    def _admitted(self, blocks: Iterator[np.ndarray]) -> Iterator[np.ndarray]:
+        """The blocks, made while this request holds one of the `max_requests` places (taken
+        at its first block, given back at its end, or when the client goes and the generator
+        is closed)."""
+        with self.admission:
+            yield from blocks
 
     def rate_of(self, voice: str | None) -> int:
         return self.synthesizer.voices.get(voice or self.default_voice()).info.sample_rate
