@@ -14,7 +14,6 @@ import stat
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -475,6 +474,8 @@ def read_config_file(path: Path) -> Config:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as error:
         raise ConfigError(f"{path}: not UTF-8 text (byte {error.start})") from None
+    import yaml  # only where a file is read: the built-in defaults need no parser
+
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as error:
