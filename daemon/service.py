@@ -355,14 +355,14 @@ class Service:
 
     def build_artifacts(self) -> None:
         """First start on a box (or after an upgrade, or a corrupted file): optimise the voices
-        before loading them. When everything is there and intact (checked here, the files to
-        be loaded by sha256), no build process is started: a restart serves at once."""
+        before loading them. When everything is there and intact (sizes and checksums checked
+        here), no build process is started: a restart serves at once."""
         runtime = self.config.runtime
         if not (runtime.artifacts and runtime.build_on_start):
             return
         import multiprocessing
 
-        from daemon.runtime.artifacts import default_store, trust_verified
+        from daemon.runtime.artifacts import default_store
         from edge_build.build import missing_artifacts
 
         sdnotify.notify("STATUS=checking artifacts for this box")
@@ -385,8 +385,7 @@ class Service:
         child.start()
         sender.close()
         try:
-            results, verified = _follow_build(receiver, child)
-            trust_verified(verified)  # the load below need not hash the same files again
+            results = _follow_build(receiver, child)
             for result in results:
                 if result.status != "up to date":
                     log.info("%s: %s in %.1f s", result.stage, result.status, result.seconds)
@@ -533,24 +532,20 @@ BUILD_TIMEOUT_EXTENSION_S = 120
 
 
 def _build_child(config: Config, store: Path, sender) -> None:
-    """The build process: builds what is missing, checksums included (a corrupted artifact is
-    rebuilt here), sending ("progress", text) as it goes, then ("done", results, the file
-    versions found intact) or ("error", message)."""
-    from daemon.runtime.artifacts import verified_files
+    """The build process: builds what is missing or damaged, sending ("progress", text) as it
+    goes, then ("done", results) or ("error", message)."""
     from edge_build.build import build_voices
 
     try:
-        results = build_voices(
-            config, store, verify=True, progress=lambda text: sender.send(("progress", text))
-        )
-        sender.send(("done", results, verified_files()))
+        results = build_voices(config, store, progress=lambda text: sender.send(("progress", text)))
+        sender.send(("done", results))
     except (FastvoiceError, OSError) as error:
         sender.send(("error", str(error)))
     finally:
         sender.close()
 
 
-def _follow_build(receiver, child) -> tuple[list, set]:
+def _follow_build(receiver, child) -> list:
     """Relays the build child's progress to systemd until it is done; its error, or its death
     without an answer, is a FastvoiceError."""
     extend = f"EXTEND_TIMEOUT_USEC={BUILD_TIMEOUT_EXTENSION_S * 1_000_000}"
@@ -569,7 +564,7 @@ def _follow_build(receiver, child) -> tuple[list, set]:
             log.info("build: %s", message[1])
             sdnotify.notify(f"STATUS=building: {message[1]}\n{extend}")
         elif message[0] == "done":
-            return message[1], message[2]
+            return message[1]
         else:
             raise FastvoiceError(message[1])
 

@@ -78,7 +78,8 @@ def build_cpu_voices(
             for variant in _variants(precision):
                 started = time.perf_counter()
                 found = _found(backend, model, variant)
-                problems = [p for a in found if a is not None and verify for p in a.verify()]
+                checked = [a for a in found if a is not None and verify]
+                problems = [p for a in checked for p in a.verify(sha256=True)]
                 if None in found or force or problems:
                     progress(f"{stage}: optimising the {variant} graphs for this CPU")
                     try:
@@ -111,9 +112,9 @@ def build_cpu_voices(
 
 def missing_artifacts(config: Config, store: Path, gpu: bool) -> list[str]:
     """What a build would make now, found without building: empty when the service can load
-    at once. The files a voice will load are checked by sha256 (the load then trusts them);
-    the others by name, size and manifest. On a box with a GPU backend in play (`gpu`) the
-    engines are always named: only a build can check them."""
+    at once (a lookup finds only intact artifacts: each file's size and checksum are checked).
+    On a box with a GPU backend in play (`gpu`) the engines are always named: only a build can
+    check them."""
     if gpu:
         return ["the GPU engines"]
     fp32 = OrtCpuBackend(artifact_store=store, precision="fp32")
@@ -125,16 +126,13 @@ def missing_artifacts(config: Config, store: Path, gpu: bool) -> list[str]:
             pack = VoicePack.open(voice_config.pack)
             for graph in GRAPHS:
                 artifact, _ = fp32.find_artifact(pack.path(graph_file(graph)))
-                if artifact is None or artifact.verify():
+                if artifact is None:
                     missing.append(f"{name}/{graph}")
             continue
         model, _ = voice_files(name, voice_config)
         precision = config.runtime.precision
-        loaded, _ = chosen.precision_for(model)
         for variant in _variants(precision):
-            found = _found(fp32, model, variant)
-            problems = [p for a in found if a is not None and variant == loaded for p in a.verify()]
-            if None in found or problems:
+            if None in _found(fp32, model, variant):
                 missing.append(f"{name}/vits@{variant}")
         if precision == "auto" and chosen.precision_choice(model)[0] is None:
             missing.append(f"{name}/vits/precision")
@@ -164,7 +162,7 @@ def build_pack_graphs(
         source = pack.path(graph_file(graph))
         stage = f"{name}/{graph}"
         found, _ = backend.find_artifact(source)
-        problems = found.verify() if found is not None and verify else []
+        problems = found.verify(sha256=True) if found is not None and verify else []
         if found is None or force or problems:
             progress(f"{stage}: optimising the graph for this CPU")
             found = build_ort_artifact(source, store, stage)

@@ -5,8 +5,8 @@ and the engine of its estimator and vocoder graphs (the pack holds the fp32 ones
 
 An engine is keyed by all of these: after a TensorRT upgrade, a new GPU or a config change the
 lookup finds nothing, a new engine is built and the one it replaces is removed (engines are
-large, and edge boxes' disks small). A corrupted engine (sha256) is rebuilt, never loaded. A part
-TensorRT cannot parse or build is reported and left to ort-cuda; the build goes on.
+large, and edge boxes' disks small). A damaged engine (its checksum differs) is rebuilt, never
+loaded. A part TensorRT cannot parse or build is reported and left to ort-cuda; the build goes on.
 """
 
 from __future__ import annotations
@@ -152,7 +152,7 @@ def ensure_part(
     started = time.perf_counter()
     label = f"{stage}/{part}/onnx" + ("" if precision == "fp32" else f"@{precision}")
     found, _ = find_part(store, model, part, precision)
-    problems = found.verify() if found is not None and verify else []
+    problems = found.verify(sha256=True) if found is not None and verify else []
     if found is not None and not force and not problems:
         return BuildResult(stage, label, "up to date", found.directory, 0.0), found
     import onnx

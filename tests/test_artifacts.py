@@ -82,14 +82,22 @@ def test_corrupted_artifact_is_found_by_verify(voice_copy, tmp_path):
     data = bytearray(weights.read_bytes())
     data[len(data) // 2] ^= 0xFF
     weights.write_bytes(bytes(data))
-    assert artifact.verify() == [f"weights file {weights} does not match its sha256"]
+    assert artifact.verify() == [f"weights file {weights} is damaged (its xxh3_128 differs)"]
+    data[len(data) // 2] ^= 0xFF
+    weights.write_bytes(bytes(data))
+    manifest = dict(artifact.manifest)
+    manifest["files"] = {**manifest["files"], "weights": {**manifest["files"]["weights"]}}
+    manifest["files"]["weights"]["sha256"] = "0" * 64  # the fast checksum alone cannot tell
+    recorded = type(artifact)(artifact.directory, manifest)
+    assert recorded.verify() == []
+    assert recorded.verify(sha256=True) == [f"weights file {weights} does not match its sha256"]
 
 
-def test_the_service_never_loads_a_corrupted_artifact(voice_copy, tmp_path):
-    """Same size, one byte flipped: only the checksum can tell, and the service checks it."""
+def test_no_backend_ever_loads_a_damaged_artifact(voice_copy, tmp_path):
+    """Same size, one byte flipped: only the checksum can tell, and every lookup checks it."""
     store = tmp_path / "store"
     artifact = build_ort_artifact(voice_copy.model, store, "v/vits")
-    checked = OrtCpuBackend(threads=1, artifact_store=store, verify_artifacts=True)
+    checked = OrtCpuBackend(threads=1, artifact_store=store)
     notes = VitsVoice("v", voice_copy, checked).info.stages[0].notes
     assert f"artifact {artifact.directory.name}" in notes
     weights = artifact.directory / "model.weights"
@@ -97,7 +105,7 @@ def test_the_service_never_loads_a_corrupted_artifact(voice_copy, tmp_path):
     data[len(data) // 2] ^= 0xFF
     weights.write_bytes(bytes(data))
     voice = VitsVoice("v", voice_copy, checked)
-    assert "does not match its sha256; not used" in " ".join(voice.info.stages[0].notes)
+    assert "is damaged (its xxh3_128 differs); not used" in " ".join(voice.info.stages[0].notes)
     from_source = VitsVoice("v", voice_copy, OrtCpuBackend(threads=1))
     ours = np.concatenate([p.samples for p in voice.synthesize_sentence(TEXT, SILENT)])
     reference = np.concatenate([p.samples for p in from_source.synthesize_sentence(TEXT, SILENT)])
@@ -173,7 +181,7 @@ def test_streamed_normalisation_matches_piper_for_short_and_never_clips(
 
 def test_missing_artifacts_names_what_a_build_would_make(voice_copy, tmp_path):
     """What lets a service that is up to date start without a build process: nothing missing
-    once built, and a corrupted file of what it loads is missing again (it is hashed)."""
+    once built, and a damaged file is missing again (its checksum is checked)."""
     config = parse_config(
         {
             "voice": "v",
@@ -195,3 +203,40 @@ def test_missing_artifacts_names_what_a_build_would_make(voice_copy, tmp_path):
     data[len(data) // 2] ^= 0xFF
     weights.write_bytes(bytes(data))
     assert missing_artifacts(config, store, gpu=False) == ["v/vits@fp32"]
+
+
+def damage_every_file(store) -> list:
+    """A few bytes changed at offset 4096 of every file a build wrote that is that long."""
+    damaged = []
+    for path in sorted(store.glob("*/*")):
+        if path.name != "manifest.json" and path.stat().st_size > 4096 + 8:
+            with path.open("r+b") as handle:
+                handle.seek(4096)
+                original = handle.read(8)
+                handle.seek(4096)
+                handle.write(bytes(b ^ 0x5A for b in original))
+            damaged.append(path)
+    return damaged
+
+
+def test_say_never_speaks_through_a_damaged_artifact(tmp_path):
+    """The one-shot CLI checks what it loads too: it names the damaged file and speaks from the
+    source model; a build then replaces the damaged artifacts."""
+    config = tmp_path / "c.yaml"
+    config.write_text(f"runtime:\n  artifact_dir: {tmp_path / 'store'}\n  precision: fp32\n")
+    assert run_cli("build", "--config", str(config)).returncode == 0
+    damaged = damage_every_file(tmp_path / "store")
+    assert len(damaged) >= 2
+    out = tmp_path / "x.wav"
+    said = run_cli("say", "--config", str(config), "-o", str(out), "Still the right voice.")
+    assert said.returncode == 0, said.stderr
+    stderr = said.stderr.decode()
+    assert "is damaged (its xxh3_128 differs); not used" in stderr
+    assert any(str(path) in stderr for path in damaged), stderr
+    assert out.stat().st_size > 10_000
+    voices = json.loads(run_cli("voices", "--json", "--config", str(config)).stdout)["voices"]
+    assert not any(n.startswith("artifact ") for s in voices[0]["stages"] for n in s["notes"])
+    rebuilt = run_cli("build", "--config", str(config))
+    assert b"vits/encoder: rebuilt" in rebuilt.stdout or b"vits/encoder: built" in rebuilt.stdout
+    voices = json.loads(run_cli("voices", "--json", "--config", str(config)).stdout)["voices"]
+    assert all(any(n.startswith("artifact ") for n in s["notes"]) for s in voices[0]["stages"])

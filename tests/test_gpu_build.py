@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
+import xxhash
 
 from daemon.config import GpuConfig, parse_config
 from daemon.errors import BackendError
@@ -123,6 +124,7 @@ def test_gpu_build_writes_parts_and_engines_with_their_manifests(store, source_m
         "name": ENGINE_FILE,
         "size": engine.stat().st_size,
         "sha256": _sha256(engine),
+        "xxh3_128": xxhash.xxh3_128_hexdigest(engine.read_bytes()),
     }
     # The builder got the fp16-typed copy for a strongly typed build, and a workspace
     # limit derived from the budget.
@@ -181,11 +183,11 @@ def test_a_corrupted_engine_is_refused_then_rebuilt(store, source_model):
     results, _ = _gpu_build(store)
     engine = results["decoder/trt@fp16"].directory / ENGINE_FILE
     data = bytearray(engine.read_bytes())
-    data[20] ^= 0xFF  # same size: only the sha256 can tell
+    data[20] ^= 0xFF  # same size: only the checksum can tell
     engine.write_bytes(bytes(data))
     stack, gpu = fake_gpu_stack(), _config(store).gpu
     found, reason = find_engine(store, source_model, "decoder", gpu, stack)
-    assert found is None and "does not match its sha256; not used" in reason
+    assert found is None and "is damaged (its xxh3_128 differs); not used" in reason
     again, _ = _gpu_build(store)
     assert again["decoder/trt@fp16"].status.startswith("rebuilt: engine file")
     assert find_engine(store, source_model, "decoder", gpu, stack)[0] is not None

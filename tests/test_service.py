@@ -17,7 +17,9 @@ import numpy as np
 import pytest
 
 from daemon.audio.pcm_stream import decode_chunk
+from daemon.config import parse_config
 from daemon.errors import FastvoiceError
+from edge_build.build import missing_artifacts
 from tests.conftest import run_cli
 from tests.daemon_helpers import Daemon, say
 from tests.mqtt_helpers import Recorder
@@ -416,6 +418,31 @@ def test_first_start_builds_the_artifacts(broker, capture, tmp_path):
         assert "STATUS=checking artifacts for this box" in started
     finally:
         again.stop()
+
+
+def test_a_damaged_artifact_is_rebuilt_before_the_service_loads_it(broker, capture, tmp_path):
+    from tests.test_artifacts import damage_every_file
+
+    store = tmp_path / "artifacts"
+    runtime = {"artifact_dir": str(store), "precision": "fp32"}
+    config = tmp_path / "build.yaml"
+    config.write_text(json.dumps({"runtime": runtime}))
+    assert run_cli("build", "--config", str(config)).returncode == 0
+    damaged = damage_every_file(store)
+    running = Daemon(broker, tmp_path, capture.env(), runtime=runtime)
+    try:
+        building = "|".join(running.notifications(until="READY=1"))
+        assert "STATUS=building: en_US-joe-medium/vits: optimising the fp32 graphs" in building
+        assert running.log_says("is damaged (its xxh3_128 differs)")
+        _, info, _ = running.recorder.wait_for(lambda t, p: t.endswith("/status/info"))
+        stages = json.loads(info)["voices"][0]["stages"]
+        assert all(any(note.startswith("artifact ") for note in s["notes"]) for s in stages)
+        assert all(path.exists() for path in damaged)  # replaced by intact ones, same names
+        assert missing_artifacts(parse_config({"runtime": runtime}), store, gpu=False) == []
+        job = say(running, text="Rebuilt on this box.")
+        running.recorder.event(job, "finished")
+    finally:
+        running.stop()
 
 
 def _die_without_answer(sender) -> None:

@@ -3,11 +3,11 @@
 An artifact belongs to one source model, one onnxruntime version, one set of build options and
 one machine. Its directory name is a key over all of these, so a changed source, an upgraded
 library or a copied disk simply finds no artifact and falls back to the source model; nothing
-stale or foreign is ever loaded. The cheap checks (sizes, manifest fields) run at every lookup;
-the service (and `fastvoice build --verify`) also checks the sha256 of every file, once per
-process and file version, so a corrupted artifact is never loaded by a box that runs for months.
-One-shot `fastvoice say` keeps to the cheap checks: hashing the weights would cost it about a
-third of its start.
+stale or foreign is ever loaded. Every lookup, in the service and in one-shot `fastvoice say`
+alike, checks each file's size and fast checksum (xxh3-128: about 11 ms for the embedded voice's
+63 MB, where sha256 would take a third of `say`'s start), once per process and file version, so
+a damaged artifact is never loaded: it is reported and the source model is used instead.
+`fastvoice build --verify` also checks the sha256 that the manifest records beside it.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import logging
 import os
 import platform
 import shutil
@@ -24,10 +25,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import xxhash
+
 from daemon.files import systemd_or_user_dir
 
+log = logging.getLogger(__name__)
+
 MANIFEST = "manifest.json"
-FORMAT = 1
+FORMAT = 2  # 2: each file's fast checksum beside its sha256
+FAST_HASH = "xxh3_128"
 
 
 def cache_root() -> Path:
@@ -82,7 +88,15 @@ def artifact_key(
 
 
 def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
+    return _digest(path, hashlib.sha256())
+
+
+def fast_hash_file(path: Path) -> str:
+    """The checksum checked at every load: it finds damage, not tampering (that is sha256's)."""
+    return _digest(path, xxhash.xxh3_128())
+
+
+def _digest(path: Path, digest) -> str:
     with path.open("rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
@@ -98,43 +112,39 @@ class Artifact:
     def model(self) -> Path:
         return self.directory / self.manifest["files"]["model"]["name"]
 
-    def verify(self) -> list[str]:
-        """Problems found by checking every file's sha256 (empty when intact)."""
+    def verify(self, sha256: bool = False) -> list[str]:
+        """Problems found by checking every file's fast checksum, and with `sha256` its sha256
+        (empty when intact)."""
         problems = []
         for role, entry in self.manifest["files"].items():
             path = self.directory / entry["name"]
             if not path.is_file():
                 problems.append(f"{role} file {path} is missing")
-            elif not _matches(path, entry["sha256"]):
+            elif FAST_HASH not in entry:
+                problems.append(f"{role} file {path} has no {FAST_HASH} in the manifest")
+            elif not _intact(path, FAST_HASH, entry[FAST_HASH]):
+                problems.append(f"{role} file {path} is damaged (its {FAST_HASH} differs)")
+            elif sha256 and not _intact(path, "sha256", entry["sha256"]):
                 problems.append(f"{role} file {path} does not match its sha256")
         return problems
 
 
-FileVersion = tuple[str, int, int, int, str]  # path, inode, size, mtime, expected sha256
-_intact: set[FileVersion] = set()
+FileVersion = tuple[str, int, int, int, str, str]  # path, inode, size, mtime, algorithm, digest
+_found_intact: set[FileVersion] = set()
+_reported: set[str] = set()  # a voice looks a damaged artifact up several times: one warning
+_HASHERS = {FAST_HASH: fast_hash_file, "sha256": sha256_file}
 
 
-def verified_files() -> set[FileVersion]:
-    """The file versions this process found intact (handed to another one by trust_verified)."""
-    return set(_intact)
-
-
-def trust_verified(versions: set[FileVersion]) -> None:
-    """Versions another process (the service's build child) has just hashed: not hashed again
-    unless the file has changed since."""
-    _intact.update(versions)
-
-
-def _matches(path: Path, sha256: str) -> bool:
-    """sha256_file(path) == sha256, remembered for this version of the file (a rewrite gets a
-    new inode or mtime): a voice looks each artifact up more than once while it loads."""
+def _intact(path: Path, algorithm: str, expected: str) -> bool:
+    """Whether the file's digest is `expected`, remembered for this version of the file (a
+    rewrite gets a new inode or mtime): a voice looks each artifact up more than once."""
     stat = path.stat()
-    version = (str(path), stat.st_ino, stat.st_size, stat.st_mtime_ns, sha256)
-    if version in _intact:
+    version = (str(path), stat.st_ino, stat.st_size, stat.st_mtime_ns, algorithm, expected)
+    if version in _found_intact:
         return True
-    if sha256_file(path) != sha256:
+    if _HASHERS[algorithm](path) != expected:
         return False
-    _intact.add(version)
+    _found_intact.add(version)
     return True
 
 
@@ -144,11 +154,12 @@ def find_artifact(
     kind: str,
     options: dict[str, Any],
     library: str,
-    verify: bool = False,
     machine: dict[str, str] | None = None,
+    sha256: bool = False,
 ) -> tuple[Artifact | None, str]:
-    """The artifact for exactly this source, options, library and machine, with a reason;
-    `verify` also checks every file's sha256."""
+    """The intact artifact for exactly this source, options, library and machine, with a
+    reason; `sha256` also checks every file's sha256. A damaged one is logged as a warning (the
+    one line a `fastvoice say` user sees) and not returned."""
     directory = store / artifact_key(source, kind, options, library, machine)
     try:
         manifest = json.loads((directory / MANIFEST).read_text())
@@ -161,9 +172,13 @@ def find_artifact(
         if not path.is_file() or path.stat().st_size != entry["size"]:
             return None, f"artifact {directory}: {role} file is missing or truncated; rebuild it"
     artifact = Artifact(directory, manifest)
-    problems = artifact.verify() if verify else []
+    problems = artifact.verify(sha256)
     if problems:
-        return None, f"{problems[0]}; not used, rebuild it with `fastvoice build`"
+        reason = f"{problems[0]}; not used, rebuild it with `fastvoice build`"
+        if reason not in _reported:
+            _reported.add(reason)
+            log.warning("%s", reason)
+        return None, reason
     return artifact, f"artifact {directory.name}"
 
 
@@ -197,12 +212,13 @@ def install(work: Path, directory: Path, manifest: dict[str, Any]) -> Artifact:
 
 
 def file_entries(work: Path, roles: dict[str, str]) -> dict[str, dict[str, Any]]:
-    """The manifest's `files`: name, size and sha256 of each role's file in `work`."""
+    """The manifest's `files`: name, size, sha256 and fast checksum of each role's file."""
     return {
         role: {
             "name": name,
             "size": (work / name).stat().st_size,
             "sha256": sha256_file(work / name),
+            FAST_HASH: fast_hash_file(work / name),
         }
         for role, name in roles.items()
     }

@@ -197,11 +197,8 @@ class OrtCpuBackend(Backend):
         artifact_store: Path | None = None,
         workers: int = 1,
         precision: str = "auto",
-        verify_artifacts: bool = False,
     ) -> None:
-        """`verify_artifacts`: check every artifact file's sha256 before loading it."""
         self.threads = threads or physical_cores_available()
-        self.verify_artifacts = verify_artifacts
         self.workers = workers
         self.artifact_store = artifact_store
         self.precision = precision
@@ -246,7 +243,6 @@ class OrtCpuBackend(Backend):
             kind,
             ARTIFACT_OPTIONS,
             ort.__version__,
-            verify=self.verify_artifacts,
         )
 
     def find_artifact(

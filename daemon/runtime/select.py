@@ -142,8 +142,7 @@ def create_backend(
     logged and shown in status.
 
     `concurrent`: whether requests may overlap (the service), so parallel workers pay off;
-    a one-shot command serves one request and loads one session per stage. The service, which
-    loads once and runs for months, also verifies every artifact's sha256 before loading it.
+    a one-shot command serves one request and loads one session per stage.
     `probe_stack` finds what the GPU stack offers (a test passes one that fakes a GPU).
     """
     runtime = config.runtime
@@ -157,7 +156,6 @@ def create_backend(
         artifact_store=store,
         workers=workers,
         precision=runtime.precision,
-        verify_artifacts=concurrent,
     )
     if runtime.backend == "ort-cpu":
         return cpu, "ort-cpu: chosen in config"
