@@ -123,6 +123,11 @@ class PhraseCache:
             self._sizes[key] = len(data)
         self._evict()
 
+    def resize(self, max_bytes: int) -> None:
+        """A new bound (a reload): entries above it go at once, least recently used first."""
+        self.max_bytes = max_bytes
+        self._evict()
+
     def _evict(self) -> None:
         with self._lock:
             victims = []

@@ -142,6 +142,7 @@ def _say_here(args: argparse.Namespace, text: str) -> int:
     from daemon.cache import phrase_cache
     from daemon.config import load_config
     from daemon.runtime.gpu import probe_if_gpu_runtime
+    from daemon.settings import Settings
     from daemon.synthesizer import Synthesizer
     from daemon.voices.base import SpeechOptions
 
@@ -153,13 +154,7 @@ def _say_here(args: argparse.Namespace, text: str) -> int:
     if args.output is None and not args.raw:
         from daemon.audio.player import Player
 
-        player = Player(
-            device=args.device if args.device is not None else config.audio.device,
-            volume=config.audio.volume,
-            output_rate=config.audio.sample_rate,
-            prefill_s=config.audio.prefill_s,
-            buffer_s=max(2.0, config.audio.prefill_s),
-        )
+        player = Player.from_config(config.audio, device=args.device)
         target = player.target(rate)
         log.info("playing on %s at %d Hz", target.name, target.sample_rate)
     options = SpeechOptions(
@@ -170,7 +165,9 @@ def _say_here(args: argparse.Namespace, text: str) -> int:
         volume=args.volume,
     )
     cache = None if args.no_cache else phrase_cache(config.cache)
-    chunks = Synthesizer(registry, config.text, cache).synthesize(text, voice.info.name, options)
+    chunks = Synthesizer(registry, Settings(config), cache).synthesize(
+        text, voice.info.name, options
+    )
     first = next(chunks)
     pause = config.audio.sentence_pause_s if args.sentence_pause is None else args.sentence_pause
     blocks = join_sentences(

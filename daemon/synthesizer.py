@@ -9,8 +9,8 @@ import numpy as np
 
 from daemon import faults
 from daemon.cache import CachedPiece, PhraseCache, cache_key
-from daemon.config import TextConfig
 from daemon.errors import TextError
+from daemon.settings import Settings
 from daemon.text import prepare
 from daemon.voices.base import SpeechOptions
 from daemon.voices.registry import VoiceRegistry
@@ -34,10 +34,10 @@ class AudioChunk:
 
 class Synthesizer:
     def __init__(
-        self, voices: VoiceRegistry, text_config: TextConfig, cache: PhraseCache | None = None
+        self, voices: VoiceRegistry, settings: Settings, cache: PhraseCache | None = None
     ) -> None:
         self.voices = voices
-        self.text_config = text_config
+        self.settings = settings
         self.cache = cache
 
     def synthesize(
@@ -50,7 +50,7 @@ class Synthesizer:
     def _synthesize(
         self, text: object, voice: str | None, options: SpeechOptions
     ) -> Iterator[AudioChunk]:
-        sentences = prepare(text, self.text_config)
+        sentences = prepare(text, self.settings.config.text)
         chosen = self.voices.get(voice)
         rate = chosen.info.sample_rate
         gain = np.float32(options.volume)

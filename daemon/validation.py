@@ -11,8 +11,10 @@ from pydantic import ValidationError
 
 
 def _describe(error: dict[str, Any], noun: str) -> str:
-    """One line per error: 'key.path: value is wrong because ...'."""
-    path = ".".join(str(part) for part in error["loc"]) or "(top level)"
+    """One line per error: 'key.path: value is wrong because ...'. A union member's tag
+    ('<name>') is not a key the user wrote: it is left out of the path."""
+    parts = [str(part) for part in error["loc"]]
+    path = ".".join(part for part in parts if not part.startswith("<")) or "(top level)"
     kind = error["type"]
     ctx = error.get("ctx", {})
     value = error.get("input")

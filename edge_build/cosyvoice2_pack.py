@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from daemon.errors import FastvoiceError
-from daemon.runtime.artifacts import sha256_file, utc_now
+from daemon.runtime.artifacts import sha256_file
 from daemon.voices.voice_pack import (
     FORMAT,
     MANIFEST,
@@ -33,6 +33,7 @@ from daemon.voices.voice_pack import (
     table_file,
 )
 from edge_build import cosyvoice2_export as export
+from edge_build.artifact_writer import utc_now
 
 log = logging.getLogger(__name__)
 YAML = "cosyvoice2.yaml"

@@ -7,27 +7,15 @@ memory-mapped, not copied: faster start, less private memory, pages shared betwe
 
 from __future__ import annotations
 
-import shutil
 import time
 from pathlib import Path
+from typing import Any
 
 from daemon.errors import BackendError
-from daemon.runtime.artifacts import (
-    Artifact,
-    artifact_key,
-    file_entries,
-    install,
-    machine_id,
-    new_build_directory,
-    source_record,
-    utc_now,
-)
-from daemon.runtime.ort_cpu import (
-    ARTIFACT_OPTIONS,
-    PRECISION_CHOICE_KIND,
-    WHOLE,
-    artifact_kind,
-)
+from daemon.parts import WHOLE
+from daemon.runtime.artifacts import Artifact, artifact_key, machine_id
+from daemon.runtime.ort_cpu import ARTIFACT_OPTIONS, PRECISION_CHOICE_KIND, artifact_kind
+from edge_build.artifact_writer import source_record, write_artifact
 
 MODEL_FILE = "model.onnx"
 WEIGHTS_FILE = "model.weights"
@@ -42,13 +30,12 @@ def build_ort_artifact(
     precision: str = "fp32",
 ) -> Artifact:
     """Optimise `graph` (default: `source`, or the `part` of it, or a lower-precision copy, that
-    `graph` holds) and write it with a manifest keyed by `source`; the directory appears whole
-    or not at all."""
+    `graph` holds) and write it with a manifest keyed by `source`."""
     import onnxruntime as ort
 
     kind = artifact_kind(part, precision)
-    directory, work = _work_directory(store, source, kind)
-    try:
+
+    def optimise(work: Path) -> tuple[dict[str, str], dict[str, Any]]:
         session_options = ort.SessionOptions()
         session_options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         session_options.log_severity_level = 3
@@ -66,52 +53,39 @@ def build_ort_artifact(
             )
         except Exception as error:  # ORT raises its own exception types from C++
             raise BackendError(f"{stage}: cannot optimise {source}: {error}") from error
-        manifest = {
-            "format": 1,
-            "kind": kind,
-            "stage": stage,
-            "part": part,
-            "precision": precision,
-            "source": source_record(source),
-            "onnxruntime": ort.__version__,
-            "options": ARTIFACT_OPTIONS,
-            "machine": machine_id(),
-            "build_s": round(time.perf_counter() - started, 3),
-            "created": utc_now(),
-            "files": file_entries(work, {"model": MODEL_FILE, "weights": WEIGHTS_FILE}),
-        }
-        return install(work, directory, manifest)
-    except BaseException:
-        shutil.rmtree(work, ignore_errors=True)
-        raise
+        build_s = round(time.perf_counter() - started, 3)
+        return {"model": MODEL_FILE, "weights": WEIGHTS_FILE}, {"build_s": build_s}
+
+    manifest = {
+        "kind": kind,
+        "stage": stage,
+        "part": part,
+        "precision": precision,
+        "source": source_record(source),
+        "onnxruntime": ort.__version__,
+        "options": ARTIFACT_OPTIONS,
+        "machine": machine_id(),
+    }
+    return write_artifact(store, _directory(store, source, kind), manifest, optimise)
 
 
 def write_precision_choice(source: Path, store: Path, stage: str, verdict: dict) -> Artifact:
     """Records the quality gate's verdict for `source` (what `precision: auto` loads)."""
     import onnxruntime as ort
 
-    directory, work = _work_directory(store, source, PRECISION_CHOICE_KIND)
     manifest = {
-        "format": 1,
         "kind": PRECISION_CHOICE_KIND,
         "stage": stage,
         "source": source_record(source),
         "onnxruntime": ort.__version__,
         "machine": machine_id(),
-        "created": utc_now(),
-        "files": {},
         **verdict,
     }
-    try:
-        return install(work, directory, manifest)
-    except BaseException:
-        shutil.rmtree(work, ignore_errors=True)
-        raise
+    directory = _directory(store, source, PRECISION_CHOICE_KIND)
+    return write_artifact(store, directory, manifest, lambda _work: ({}, {}))
 
 
-def _work_directory(store: Path, source: Path, kind: str) -> tuple[Path, Path]:
-    """The artifact's final directory and a temporary one beside it to build in."""
+def _directory(store: Path, source: Path, kind: str) -> Path:
     import onnxruntime as ort
 
-    directory = store / artifact_key(source, kind, ARTIFACT_OPTIONS, ort.__version__)
-    return directory, new_build_directory(store)
+    return store / artifact_key(source, kind, ARTIFACT_OPTIONS, ort.__version__)

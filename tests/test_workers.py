@@ -13,6 +13,7 @@ from daemon.config import parse_config
 from daemon.errors import ConfigError
 from daemon.runtime.ort_cpu import Load, OrtCpuBackend, SessionPool, physical_cores_available
 from daemon.runtime.select import create_backend
+from daemon.settings import Settings
 from daemon.synthesizer import Synthesizer
 from daemon.voices.base import SpeechOptions
 from daemon.voices.registry import VoiceRegistry
@@ -130,7 +131,7 @@ def test_one_worker_serialises_runs_on_one_session():
 
 def test_concurrent_requests_give_the_same_audio_as_one_at_a_time(config):
     backend = OrtCpuBackend(threads=2, workers=2)
-    synthesizer = Synthesizer(VoiceRegistry(config, backend), config.text)
+    synthesizer = Synthesizer(VoiceRegistry(config, backend), Settings(config))
 
     def render(text: str) -> np.ndarray:
         return np.concatenate(

@@ -22,6 +22,7 @@ from wyoming.tts import (
 )
 
 from daemon.adapters.wyoming_server import WyomingServer
+from daemon.settings import Settings
 from tests.conftest import run_cli
 from tests.daemon_helpers import Daemon
 from tests.mqtt_helpers import free_port
@@ -223,10 +224,7 @@ def test_requests_beyond_the_workers_wait_their_turn(synthesizer, config, max_re
     server = WyomingServer(
         f"tcp://127.0.0.1:{port}",
         counting,
-        config.audio,
-        config.text,
-        lambda: config.voice,
-        65536,
+        Settings(config),
         max_requests=max_requests,
     )
     server.start()

@@ -82,6 +82,7 @@ def fastvoice_stream(config_document: dict) -> tuple[Stream, Callable]:
     from daemon.cache import PhraseCache
     from daemon.config import parse_config
     from daemon.runtime.select import create_backend
+    from daemon.settings import Settings
     from daemon.synthesizer import Synthesizer
     from daemon.voices.registry import VoiceRegistry
 
@@ -89,9 +90,9 @@ def fastvoice_stream(config_document: dict) -> tuple[Stream, Callable]:
     backend, reason = create_backend(config, concurrent=True)
     print(f"fastvoice backend: {backend.name} ({reason})", file=sys.stderr, flush=True)
     registry = VoiceRegistry(config, backend)
-    synthesizer = Synthesizer(registry, config.text)
+    synthesizer = Synthesizer(registry, Settings(config))
     cache_dir = Path(tempfile.mkdtemp(prefix="fastvoice-bench-phrases-"))
-    cached = Synthesizer(registry, config.text, PhraseCache(cache_dir, 10**8))
+    cached = Synthesizer(registry, Settings(config), PhraseCache(cache_dir, 10**8))
 
     def cache_hit(text: str, runs: int) -> list[float]:
         list(cached.synthesize(text))

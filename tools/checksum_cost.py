@@ -17,9 +17,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from daemon.config import parse_config  # noqa: E402
-from daemon.runtime.artifacts import MANIFEST, fast_hash_file, sha256_file  # noqa: E402
-from edge_build.build import build_voices  # noqa: E402
+from daemon.config import parse_config
+from daemon.runtime.artifacts import MANIFEST, fast_hash_file, sha256_file
+from edge_build.build import build_voices
 
 
 def timed(function, paths: list[Path], runs: int) -> list[float]:

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from daemon.commands import CommandError, SayCommand, parse_json_model
 from daemon.config import HermesConfig
+from daemon.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -55,26 +56,33 @@ class HermesPlayFinished(BaseModel):
 @dataclass
 class _Request:
     say: HermesSay
+    remote: bool  # its audio went to the site's audio server: it ends at playFinished
     timer: threading.Timer | None = field(default=None, repr=False)
 
 
 class HermesTts:
-    def __init__(
-        self, config: HermesConfig, max_payload_bytes: int, submit: Submit, publish: Publish
-    ) -> None:
-        self.config = config
-        self.max_payload_bytes = max_payload_bytes
+    """Reads the `hermes` section and `queue.max_payload_bytes` from the config in force, at
+    each message: a reload reaches requests that arrive after it."""
+
+    def __init__(self, settings: Settings, submit: Submit, publish: Publish) -> None:
+        self.settings = settings
         self.submit = submit
         self.publish = publish
         self._requests: dict[str, _Request] = {}
         self._lock = threading.Lock()
 
+    @property
+    def config(self) -> HermesConfig:
+        return self.settings.config.hermes
+
+    @property
+    def max_payload_bytes(self) -> int:
+        return self.settings.config.queue.max_payload_bytes
+
     def subscriptions(self) -> dict[str, Callable[[str, bytes], None]]:
-        topics: dict[str, Callable[[str, bytes], None]] = {SAY: self.on_say}
-        if self.config.remote_playback:
-            site = "+" if self.config.any_site else self.config.site_id
-            topics[f"hermes/audioServer/{site}/playFinished"] = self.on_play_finished
-        return topics
+        """Every site's playFinished: which sites are answered, and whether playback is
+        remote, may change at a reload; only the requests of our own jobs are finished."""
+        return {SAY: self.on_say, "hermes/audioServer/+/playFinished": self.on_play_finished}
 
     def _answers(self, site_id: str) -> bool:
         return self.config.any_site or site_id == self.config.site_id
@@ -91,12 +99,13 @@ class HermesTts:
             return
         job_id = f"hermes-{uuid.uuid4().hex[:12]}"
         options: dict[str, Any] = {"id": job_id, "text": say.text, "volume": say.volume}
-        if self.config.remote_playback:
+        remote = self.config.remote_playback
+        if remote:
             topic = f"hermes/audioServer/{say.site_id}/playBytes/{job_id}"
             options.update(output="publish", reply_topic=topic, format="wav")
         command = SayCommand(**options)  # every field already checked by HermesSay
         with self._lock:
-            self._requests[job_id] = _Request(say)
+            self._requests[job_id] = _Request(say, remote)
         refused = self.submit(command)
         if refused is not None:
             with self._lock:
@@ -106,14 +115,15 @@ class HermesTts:
     def on_event(self, event: dict[str, Any]) -> None:
         """Job events from the service: the end of a Hermes job answers its request."""
         job_id, kind = event.get("id"), event.get("event")
-        if job_id not in self._requests or kind not in ("finished", "interrupted", "failed"):
+        request = self._requests.get(job_id)
+        if request is None or kind not in ("finished", "interrupted", "failed"):
             return
         if kind == "failed":
             request = self._take(job_id)
             if request is not None:
                 message = event.get("message") or event.get("reason", "failed")
                 self._error(message, request.say.site_id, request.say.session_id, request.say.text)
-        elif self.config.remote_playback and kind == "finished":
+        elif request.remote and kind == "finished":
             self._await_playback(job_id)
         else:
             self._finish(job_id)

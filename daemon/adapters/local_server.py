@@ -22,6 +22,7 @@ from typing import Any
 from daemon.commands import CommandError, SayCommand, parse_say
 from daemon.events import ENDS
 from daemon.local_socket import VERSION
+from daemon.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -31,13 +32,14 @@ REQUEST_TIMEOUT_S = 5.0
 
 
 class LocalServer(threading.Thread):
-    def __init__(self, path: Path, submit: Submit, max_bytes: int, reply_prefix: str) -> None:
+    def __init__(self, path: Path, submit: Submit, settings: Settings, reply_prefix: str) -> None:
         """`reply_prefix`: the reply topic under which jobs that want their audio back publish
-        it; what is published there comes to the client instead of the broker."""
+        it; what is published there comes to the client instead of the broker. A request may
+        carry `queue.max_payload_bytes` of the config in force."""
         super().__init__(name="local-socket", daemon=True)
         self.path = path
         self.submit = submit
-        self.max_bytes = max_bytes
+        self.settings = settings
         self.reply_prefix = reply_prefix.rstrip("/") + "/"
         self._clients: dict[str, queue.Queue[Outgoing]] = {}
         self._lock = threading.Lock()
@@ -125,10 +127,11 @@ class LocalServer(threading.Thread):
                     del self._clients[command.id]
 
     def _read_request(self, connection: socket.socket) -> SayCommand:
+        max_bytes = self.settings.config.queue.max_payload_bytes
         with connection.makefile("rb") as stream:
-            line = stream.readline(self.max_bytes + 1)
-        if len(line) > self.max_bytes:
-            raise CommandError(f"request is above the maximum {self.max_bytes} bytes")
+            line = stream.readline(max_bytes + 1)
+        if len(line) > max_bytes:
+            raise CommandError(f"request is above the maximum {max_bytes} bytes")
         try:
             request = json.loads(line)
         except ValueError:
@@ -143,7 +146,7 @@ class LocalServer(threading.Thread):
             raise CommandError('"say" must be a JSON object (the say schema)')
         if request.get("audio") not in (None, "wav"):
             raise CommandError('"audio" must be "wav" or null')
-        command = parse_say(json.dumps(say).encode(), self.max_bytes)
+        command = parse_say(json.dumps(say).encode(), max_bytes)
         if command.output != "play":
             raise CommandError('a local job plays, or asks for its audio with "audio": "wav"')
         if request.get("audio") == "wav":

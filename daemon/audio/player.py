@@ -12,11 +12,14 @@ import threading
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from daemon.errors import AudioDeviceError
+
+if TYPE_CHECKING:
+    from daemon.config import AudioConfig
 
 NO_DEVICE_HINT = "write a file instead with -o out.wav"
 
@@ -154,6 +157,31 @@ class Player:
         self.blocksize = blocksize
         self._buffer: _BoundedBuffer | None = None
         self._stopped = threading.Event()
+
+    @classmethod
+    def from_config(cls, audio: AudioConfig, device: str | int | None = None) -> Player:
+        """The player of the `audio` settings (`device`, when given, instead of theirs)."""
+        player = cls(volume=audio.volume)
+        player.apply(audio)
+        if device is not None:
+            player.device = device
+        return player
+
+    def apply(self, audio: AudioConfig) -> None:
+        """Takes the output settings of `audio` (not the volume, which is also set at run time):
+        the next utterance plays with them."""
+        self.device = audio.device
+        self.output_rate = audio.sample_rate
+        self.prefill_s = audio.prefill_s
+        self.buffer_s = max(2.0, audio.prefill_s)  # room for the whole prefill, and some
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "device": self.device,
+            "volume": self.volume,
+            "sample_rate": self.output_rate,
+            "prefill_s": self.prefill_s,
+        }
 
     def target(self, sample_rate: int) -> OutputTarget:
         return resolve_output(self.device, self.output_rate or sample_rate)

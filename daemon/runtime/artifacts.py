@@ -16,11 +16,7 @@ import functools
 import hashlib
 import json
 import logging
-import os
 import platform
-import shutil
-import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -180,45 +176,3 @@ def find_artifact(
             log.warning("%s", reason)
         return None, reason
     return artifact, f"artifact {directory.name}"
-
-
-def source_record(source: Path) -> dict[str, Any]:
-    """The manifest's `source`: what the key was made from, and its sha256."""
-    return {**source_identity(source), "sha256": sha256_file(source)}
-
-
-def utc_now() -> str:
-    """A manifest's `created`."""
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-
-
-def new_build_directory(store: Path) -> Path:
-    """A temporary directory in the store to build an artifact in (same file system: the
-    final rename is atomic)."""
-    store.mkdir(parents=True, exist_ok=True)
-    return Path(tempfile.mkdtemp(prefix=".build-", dir=store))
-
-
-def install(work: Path, directory: Path, manifest: dict[str, Any]) -> Artifact:
-    """Manifest last, then one rename: readers see the whole artifact or none."""
-    (work / MANIFEST).write_text(json.dumps(manifest, indent=2))
-    for path in work.iterdir():
-        os.chmod(path, 0o644)
-    os.chmod(work, 0o755)
-    if directory.exists():
-        shutil.rmtree(directory)
-    os.replace(work, directory)
-    return Artifact(directory, manifest)
-
-
-def file_entries(work: Path, roles: dict[str, str]) -> dict[str, dict[str, Any]]:
-    """The manifest's `files`: name, size, sha256 and fast checksum of each role's file."""
-    return {
-        role: {
-            "name": name,
-            "size": (work / name).stat().st_size,
-            "sha256": sha256_file(work / name),
-            FAST_HASH: fast_hash_file(work / name),
-        }
-        for role, name in roles.items()
-    }

@@ -12,6 +12,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from daemon.parts import WHOLE
+
 
 @dataclass(frozen=True)
 class TensorSpec:
@@ -87,7 +89,7 @@ class Backend(ABC):
     workers: int = 1  # runs each stage serves at once
 
     @abstractmethod
-    def load(self, model_path: Path, stage: str, part: str = "whole") -> Stage:
+    def load(self, model_path: Path, stage: str, part: str = WHOLE) -> Stage:
         """Load one stage (or a built part of its graph); raises BackendError on failure."""
 
     def request(self) -> AbstractContextManager[None]:

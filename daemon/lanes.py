@@ -1,8 +1,9 @@
-"""Synthesizer threads: take jobs off the queue, speak and/or publish them, report events.
+"""Worker lanes: threads that take jobs off the queue, speak and/or publish them, report events.
 
-The service runs one Speaker that owns the player (and takes any job), and with parallel workers
-more that take only publish-only jobs, synthesized at the same time. A Speaker knows nothing of
-MQTT: events and published audio leave through the two callables it is given.
+The service runs one lane that owns the player (and takes any job), and with parallel workers
+more that take only publish-only jobs, synthesized at the same time. A lane knows nothing of
+MQTT: events and published audio leave through the two callables it is given; its settings are
+read from the config in force when a job starts.
 """
 
 from __future__ import annotations
@@ -18,9 +19,9 @@ from daemon.audio.pcm import join_sentences
 from daemon.audio.pcm_stream import encode_chunk
 from daemon.audio.player import Player
 from daemon.audio.wav import wav_bytes
-from daemon.config import AudioConfig
 from daemon.errors import FastvoiceError, reason_code
 from daemon.jobs import Job, JobQueue
+from daemon.settings import Settings
 from daemon.synthesizer import Synthesizer
 from daemon.voices.base import SpeechOptions
 
@@ -39,17 +40,17 @@ def publish_only(job: Job) -> bool:
     return job.command.output == "publish"
 
 
-class Speaker(threading.Thread):
+class Lane(threading.Thread):
     def __init__(
         self,
+        *,
         queue: JobQueue,
         synthesizer: Synthesizer,
         player: Player,
-        audio: AudioConfig,
+        settings: Settings,
         emit: EmitEvent,
         publish: Publish,
-        resume_interrupted: bool = False,
-        name: str = "speaker",
+        name: str,
         accepts: Callable[[Job], bool] | None = None,
     ) -> None:
         super().__init__(name=name, daemon=True)
@@ -57,10 +58,9 @@ class Speaker(threading.Thread):
         self.queue = queue
         self.synthesizer = synthesizer
         self.player = player
-        self.audio = audio
+        self.settings = settings
         self.emit = emit
         self.publish = publish
-        self.resume_interrupted = resume_interrupted
         self.current: Job | None = None
         self.heartbeat = time.monotonic()
         self._interrupt: str | None = None
@@ -117,7 +117,7 @@ class Speaker(threading.Thread):
         if self._interrupt is None:
             self.emit("finished", job, **job.timings())
             return
-        requeue = self._interrupt == "critical" and self.resume_interrupted
+        requeue = self._interrupt == "critical" and self.settings.config.queue.resume_interrupted
         # Cut off by a shutdown, it stays in the job journal and is spoken after the restart.
         resumes = requeue or self._interrupt == "shutdown"
         self.emit(
@@ -150,9 +150,8 @@ class Speaker(threading.Thread):
         command = job.command
         voice = self.synthesizer.voices.get(command.voice)
         rate = voice.info.sample_rate
-        blocks = join_sentences(
-            self._sentences(job), rate, self.audio.sentence_pause_s, self.audio.fade_ms
-        )
+        audio = self.settings.config.audio
+        blocks = join_sentences(self._sentences(job), rate, audio.sentence_pause_s, audio.fade_ms)
         published: list[np.ndarray] = []
         if command.output in ("publish", "both"):
             blocks = self._tee(blocks, published, command.reply_topic, command.format, rate)

@@ -1,0 +1,206 @@
+"""One Wyoming client connection: its events read with their sizes checked, answered in turn.
+
+Imported only when the Wyoming server runs (it imports the wyoming library).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+from wyoming.audio import AudioChunk, AudioStart, AudioStop
+from wyoming.error import Error
+from wyoming.event import Event
+from wyoming.info import Describe
+from wyoming.server import AsyncEventHandler
+from wyoming.tts import (
+    Synthesize,
+    SynthesizeChunk,
+    SynthesizeStart,
+    SynthesizeStop,
+    SynthesizeStopped,
+)
+
+from daemon.audio.pcm import to_int16
+from daemon.errors import FastvoiceError, reason_code
+from daemon.text import complete_sentences_end
+
+if TYPE_CHECKING:
+    from daemon.adapters.wyoming_server import WyomingServer
+
+log = logging.getLogger(__name__)
+
+WIDTH, CHANNELS = 2, 1
+MAX_CHUNK_SAMPLES = 16_384  # one audio-chunk event holds at most this much (0.7 s at 22 kHz)
+
+
+class EventRefused(Exception):
+    """An event whose header claims more bytes than a request may have; the client is dropped."""
+
+
+async def read_event(reader: asyncio.StreamReader, max_bytes: int):
+    """The next event, or None at the end or on junk. Like wyoming's own reader, but the claimed
+    data and payload lengths are checked before anything is read: that reader would buffer
+    whatever size a client claims."""
+    try:
+        line = await reader.readline()  # the stream's limit bounds the header line
+    except ValueError:
+        raise EventRefused("event header line is too long") from None
+    if not line:
+        return None
+    try:
+        header = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(header, dict) or not isinstance(header.get("type"), str):
+        return None
+    lengths = {key: header.get(key) or 0 for key in ("data_length", "payload_length")}
+    for key, length in lengths.items():
+        if not isinstance(length, int) or length < 0:
+            return None
+        if length > max_bytes:
+            raise EventRefused(f"{key} {length} is above the maximum {max_bytes} bytes")
+    data = header.get("data") if isinstance(header.get("data"), dict) else {}
+    try:
+        if lengths["data_length"]:
+            extra = json.loads(await reader.readexactly(lengths["data_length"]))
+            if not isinstance(extra, dict):
+                return None
+            data.update(extra)
+        payload = None
+        if lengths["payload_length"]:
+            payload = await reader.readexactly(lengths["payload_length"])
+    except (asyncio.IncompleteReadError, ValueError):
+        return None
+    return Event(type=header["type"], data=data, payload=payload)
+
+
+@dataclass
+class _Stream:
+    """One client's streamed request: text not yet spoken, and whether audio has started."""
+
+    voice: str | None
+    speaker: str | None
+    pending: str = ""
+    started: bool = False
+    rate: int = 0
+
+
+class WyomingConnection(AsyncEventHandler):
+    def __init__(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, server: WyomingServer
+    ) -> None:
+        super().__init__(reader, writer)
+        self.server = server
+        self.stream: _Stream | None = None
+
+    async def run(self) -> None:
+        """Like the library's loop, but with the event reader above; `stop()` ends it too (it
+        feeds the reader its end)."""
+        try:
+            while True:
+                max_bytes = self.server.settings.config.queue.max_payload_bytes
+                try:
+                    event = await read_event(self.reader, max_bytes)
+                except EventRefused as error:
+                    log.warning("wyoming: client dropped: %s", error)
+                    await self.write_event(Error(text=str(error), code="too_large").event())
+                    break
+                if event is None or not await self.handle_event(event):
+                    break
+        finally:
+            await self.disconnect()
+            self.writer.close()
+
+    async def handle_event(self, event) -> bool:
+        try:
+            await self._handle(event)
+        except FastvoiceError as error:
+            await self.write_event(Error(text=str(error), code=reason_code(error)).event())
+        except (KeyError, TypeError, ValueError, AttributeError) as error:
+            message = f"malformed {event.type} event: {error!r}"
+            await self.write_event(Error(text=message, code="bad_request").event())
+        return True
+
+    async def _handle(self, event) -> None:
+        if Describe.is_type(event.type):
+            await self.write_event(self.server.info().event())
+        elif SynthesizeStart.is_type(event.type):
+            start = SynthesizeStart.from_event(event)
+            voice = start.voice
+            self.stream = _Stream(voice and voice.name, voice and voice.speaker)
+            self.stream.rate = self.server.rate_of(self.stream.voice)
+        elif SynthesizeChunk.is_type(event.type) and self.stream is not None:
+            self.stream.pending += SynthesizeChunk.from_event(event).text
+            await self._speak_ready(final=False)
+        elif SynthesizeStop.is_type(event.type) and self.stream is not None:
+            try:
+                await self._speak_ready(final=True)
+            finally:
+                stream, self.stream = self.stream, None
+                if not stream.started:  # nothing speakable: still a whole (empty) stream
+                    start = AudioStart(rate=stream.rate, width=WIDTH, channels=CHANNELS)
+                    await self.write_event(start.event())
+                await self.write_event(AudioStop().event())
+                await self.write_event(SynthesizeStopped().event())
+        elif Synthesize.is_type(event.type):
+            if self.stream is not None:
+                return  # streaming clients also send it, for servers that cannot stream
+            request = Synthesize.from_event(event)
+            voice = request.voice
+            name, speaker = (voice.name, voice.speaker) if voice else (None, None)
+            rate = self.server.rate_of(name)
+            blocks = self.server.blocks(request.text, name, speaker)
+            first = await self._next(blocks)  # bad text or voice fails before audio-start
+            start = AudioStart(rate=rate, width=WIDTH, channels=CHANNELS)
+            await self.write_event(start.event())
+            try:
+                await self._send(first, rate)
+                while (block := await self._next(blocks)) is not None:
+                    await self._send(block, rate)
+            finally:
+                await self.write_event(AudioStop().event())
+
+    async def _speak_ready(self, final: bool) -> None:
+        """Speaks the complete sentences received so far (all of it when `final`)."""
+        stream = self.stream
+        assert stream is not None
+        end = len(stream.pending) if final else complete_sentences_end(stream.pending)
+        longest = self.server.settings.config.text.max_sentence_chars
+        if not final and end == 0 and len(stream.pending) > longest:
+            end = stream.pending.rfind(" ", 0, longest) + 1
+        text, stream.pending = stream.pending[:end], stream.pending[end:]
+        if not text.strip():
+            return
+        blocks = self.server.blocks(text, stream.voice, stream.speaker)
+        first = await self._next(blocks)
+        if not stream.started:
+            start = AudioStart(rate=stream.rate, width=WIDTH, channels=CHANNELS)
+            await self.write_event(start.event())
+            stream.started = True
+        else:
+            pause_s = self.server.settings.config.audio.sentence_pause_s
+            pause = np.zeros(int(stream.rate * pause_s), np.float32)
+            await self._send(pause, stream.rate)
+        await self._send(first, stream.rate)
+        while (block := await self._next(blocks)) is not None:
+            await self._send(block, stream.rate)
+
+    @staticmethod
+    async def _next(blocks: Iterator[np.ndarray]) -> np.ndarray | None:
+        """The next block, made in the thread pool while the loop serves other clients."""
+        return await asyncio.get_running_loop().run_in_executor(None, next, blocks, None)
+
+    async def _send(self, block: np.ndarray | None, rate: int) -> None:
+        if block is None:
+            return
+        pcm = to_int16(block)
+        for start in range(0, len(pcm), MAX_CHUNK_SAMPLES):
+            piece = pcm[start : start + MAX_CHUNK_SAMPLES].tobytes()
+            chunk = AudioChunk(rate=rate, width=WIDTH, channels=CHANNELS, audio=piece)
+            await self.write_event(chunk.event())

@@ -1,0 +1,117 @@
+"""The composition root: builds the service's parts from the config and wires them, in the
+direction data flows (interfaces → intake → queue → lanes → player/outbox, events beside)."""
+
+from __future__ import annotations
+
+from daemon.adapters.hermes import HermesTts
+from daemon.adapters.homeassistant import HomeAssistantDiscovery
+from daemon.adapters.local_server import LocalServer
+from daemon.adapters.wyoming_server import WyomingServer
+from daemon.audio.player import Player
+from daemon.cache import phrase_cache
+from daemon.config import Config
+from daemon.event_sink import EventSink
+from daemon.intake import JobIntake
+from daemon.jobs import JobQueue
+from daemon.journal import JobJournal, state_root
+from daemon.lanes import Lane, publish_only
+from daemon.local_socket import service_socket_path
+from daemon.mqtt import MqttLink, TopicHandler
+from daemon.mqtt_commands import MqttCommands
+from daemon.outbox import Outbox
+from daemon.runtime.select import create_backend
+from daemon.service import Service
+from daemon.settings import Settings
+from daemon.synthesizer import Synthesizer
+from daemon.voices.registry import VoiceRegistry
+
+
+def build_service(config: Config) -> Service:
+    settings = Settings(config)
+    backend, backend_reason = create_backend(config, concurrent=True)
+    voices = VoiceRegistry(config, backend)
+    cache = phrase_cache(config.cache)
+    synthesizer = Synthesizer(voices, settings, cache)
+    player = Player.from_config(config.audio)
+    queue = JobQueue(config.queue.max_jobs)
+    journal = None
+    if config.queue.persist:
+        journal = JobJournal(config.queue.journal_dir or state_root() / "jobs")
+
+    local = None
+    socket_path = service_socket_path()
+    reply_prefix = f"{config.mqtt.base_topic}/local"
+    outbox = Outbox(config.mqtt.base_topic)
+    events = EventSink(outbox)
+    # One lane owns the player; parallel workers add lanes for publish-only jobs.
+    lanes = [
+        Lane(
+            queue=queue,
+            synthesizer=synthesizer,
+            player=player,
+            settings=settings,
+            emit=events.emit,
+            publish=outbox.publish,
+            name="player-lane" if number == 0 else f"publish-lane-{number}",
+            accepts=None if number == 0 else publish_only,
+        )
+        for number in range(backend.workers)
+    ]
+    intake = JobIntake(
+        settings=settings, voices=voices, queue=queue, journal=journal, events=events, lanes=lanes
+    )
+    if config.local.socket and socket_path is not None:
+        local = LocalServer(socket_path, intake.submit, settings, reply_prefix)
+        outbox.local = local
+        events.listeners.append(local.on_event)
+    commands = MqttCommands(
+        settings=settings,
+        intake=intake,
+        queue=queue,
+        lanes=lanes,
+        player=player,
+        voices=voices,
+        events=events,
+        outbox=outbox,
+    )
+
+    external: dict[str, TopicHandler] = {}
+    discovery = None
+    if config.homeassistant.discovery:
+        discovery = HomeAssistantDiscovery(config, outbox.publish)
+        external.update(discovery.subscriptions())
+    if config.hermes.enabled:
+        hermes = HermesTts(settings, intake.submit, outbox.publish)
+        external.update(hermes.subscriptions())
+        events.listeners.append(hermes.on_event)
+    wyoming = None
+    if config.wyoming.uri is not None:
+        wyoming = WyomingServer(
+            config.wyoming.uri, synthesizer, settings, max_requests=backend.workers
+        )
+
+    def on_online() -> None:  # the broker (re)connected: the service republishes its state
+        service.on_online()
+
+    link = MqttLink(config.mqtt, commands.handlers(), on_online, external)
+    outbox.link = link
+    service = Service(
+        settings=settings,
+        backend_reason=backend_reason,
+        voices=voices,
+        cache=cache,
+        synthesizer=synthesizer,
+        player=player,
+        queue=queue,
+        journal=journal,
+        outbox=outbox,
+        events=events,
+        lanes=lanes,
+        intake=intake,
+        commands=commands,
+        link=link,
+        discovery=discovery,
+        wyoming=wyoming,
+        local=local,
+    )
+    return service

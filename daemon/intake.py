@@ -1,0 +1,94 @@
+"""Accepting jobs from every interface (MQTT, Hermes, the local socket): checked, journalled,
+queued, each with its `queued` or `rejected` event; and the jobs a restart cut off, queued again."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from daemon.commands import SayCommand
+from daemon.errors import FastvoiceError
+from daemon.event_sink import EventSink
+from daemon.jobs import DuplicateJob, Job, JobQueue, QueueFull
+from daemon.journal import JobJournal
+from daemon.lanes import Lane
+from daemon.settings import Settings
+from daemon.text import prepare
+from daemon.voices.registry import VoiceRegistry
+
+
+class JobIntake:
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        voices: VoiceRegistry,
+        queue: JobQueue,
+        journal: JobJournal | None,
+        events: EventSink,
+        lanes: Sequence[Lane],
+    ) -> None:
+        self.settings = settings
+        self.voices = voices
+        self.queue = queue
+        self.journal = journal
+        self.events = events
+        self.lanes = lanes
+
+    def submit(self, command: SayCommand) -> str | None:
+        """Checks and queues a command. None when accepted, else why not (also sent as a
+        `rejected` event)."""
+        try:
+            prepare(command.text, self.settings.config.text)
+            voice = self.voices.require(command.voice)
+        except FastvoiceError as error:
+            self.events.emit("rejected", None, id=command.id, reason="invalid", message=str(error))
+            return str(error)
+        if command.voice is None:
+            command = command.model_copy(update={"voice": voice})
+        job = Job(command)
+        if self.journal is not None:  # before the queue: a lane may end the job at once
+            job.journal = self.journal.record(command, time.time())
+        refused = self._enqueue(job)
+        if refused is None and command.priority == "critical":
+            self._make_room(job)
+        return refused
+
+    def recover(self) -> None:
+        """Queues the jobs a crash or a restart cut off, as they were accepted."""
+        if self.journal is None:
+            return
+        for command, accepted_at, path in self.journal.pending():
+            job = Job(command, journal=path)
+            job.received -= max(0.0, time.time() - accepted_at)  # expiry counts from acceptance
+            self._enqueue(job, recovered=True)
+
+    def _enqueue(self, job: Job, **fields: Any) -> str | None:
+        """Queues a job with its `queued` event; or its `rejected` event and why (which also
+        drops its journal entry)."""
+        try:
+            self.queue.put(job)
+        except DuplicateJob:
+            message = "this id was already accepted"
+            self.events.emit("rejected", job, reason="duplicate", message=message)
+            return message
+        except QueueFull:
+            message = f"{self.queue.max_jobs} jobs already queued"
+            self.events.emit("rejected", job, reason="queue_full", message=message)
+            return message
+        self.events.accepted()
+        priority = job.command.priority
+        self.events.emit("queued", job, priority=priority, queue_depth=len(self.queue), **fields)
+        return None
+
+    def _make_room(self, job: Job) -> None:
+        """A critical job cuts short a non-critical one it would otherwise wait for."""
+        lanes = [lane for lane in self.lanes if lane.takes(job)]
+        if any(lane.current is None for lane in lanes):
+            return
+        for lane in lanes:
+            current = lane.current
+            if current is not None and current.command.priority != "critical":
+                lane.interrupt("critical")
+                return

@@ -1,0 +1,123 @@
+"""The main thread of `fastvoice serve`: signals (SIGTERM stops, SIGHUP reloads the config), the
+systemd watchdog (pinged only while every lane is alive and progressing) and periodic stats."""
+
+from __future__ import annotations
+
+import faulthandler
+import logging
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from daemon import sdnotify
+from daemon.config import Config, WyomingConfig, load_config
+from daemon.errors import FastvoiceError
+from daemon.service import Service
+
+log = logging.getLogger(__name__)
+
+
+class Supervisor:
+    def __init__(
+        self, service: Service, config_path: Path | None, wyoming_override: str | None = None
+    ) -> None:
+        """`wyoming_override`: the `--wyoming` the service was started with, which a reloaded
+        file does not undo."""
+        self.service = service
+        self.config_path = config_path
+        self.wyoming_override = wyoming_override
+        self._stop = threading.Event()
+        self._reload = threading.Event()
+        self._stall_reported = False
+
+    def run(self) -> int:
+        signal.signal(signal.SIGTERM, self.request_stop)
+        signal.signal(signal.SIGINT, self.request_stop)
+        signal.signal(signal.SIGHUP, self.request_reload)
+        faulthandler.register(signal.SIGUSR1, all_threads=True)
+        self.service.start()
+        watchdog = sdnotify.watchdog_interval_s()
+        tick = min(1.0, watchdog or 1.0)
+        next_stats = time.monotonic() + self.settings.mqtt.stats_interval_s
+        while not self._stop.wait(tick):
+            if self._reload.is_set():
+                self._reload.clear()
+                self.reload()
+                next_stats = min(next_stats, time.monotonic() + self.settings.mqtt.stats_interval_s)
+            if watchdog is not None:
+                self._watchdog()
+            if time.monotonic() >= next_stats:
+                next_stats = time.monotonic() + self.settings.mqtt.stats_interval_s
+                self.service.outbox.publish_json("stats", self.stats())
+                self.service.refresh_info()
+        self.service.stop()
+        return 0
+
+    @property
+    def settings(self) -> Config:
+        return self.service.settings.config
+
+    def request_stop(self, *_: Any) -> None:
+        self._stop.set()
+
+    def request_reload(self, *_: Any) -> None:
+        self._reload.set()
+
+    def reload(self) -> None:
+        try:
+            loaded = load_config(self.config_path)
+        except FastvoiceError as error:
+            log.error("config reload refused, keeping the old config: %s", error)
+            sdnotify.notify(f"STATUS=config reload refused: {str(error).splitlines()[0]}")
+            return
+        if self.wyoming_override is not None:
+            override = WyomingConfig.checked(self.wyoming_override)
+            loaded = loaded.model_copy(update={"wyoming": override})
+        report = self.service.settings.reload(loaded)
+        self.service.apply(report)
+        if report.restart_needed:
+            log.warning("take effect after a restart: %s", ", ".join(report.restart_needed))
+        log.info("config reloaded: %s", ", ".join(report.changed) or "nothing changed")
+        sdnotify.notify("STATUS=config reloaded")
+
+    def stats(self) -> dict[str, Any]:
+        backend = self.service.voices.backend
+        return {
+            "v": 1,
+            **self.service.events.job_stats(),
+            "queue_depth": len(self.service.queue),
+            "rss_bytes": psutil.Process().memory_info().rss,
+            "gpu_memory": backend.gpu_memory(),
+        }
+
+    def stalled(self) -> list[str]:
+        """Lanes that died, or that have made no progress on a job for `stall_limit_s` (idle
+        ones beat while they wait; paused ones are excused)."""
+        now, limit = time.monotonic(), self.settings.queue.stall_limit_s
+        paused = self.service.queue.paused
+        return [
+            lane.name
+            for lane in self.service.lanes
+            if not lane.is_alive() or (now - lane.heartbeat > limit and not paused)
+        ]
+
+    def _watchdog(self) -> None:
+        stalled = self.stalled()
+        if not stalled:
+            if self._stall_reported:
+                log.warning("lanes progress again; watchdog pings resume")
+                self._stall_reported = False
+            sdnotify.notify("WATCHDOG=1")
+            return
+        if not self._stall_reported:
+            message = (
+                f"{', '.join(stalled)} stalled (no progress for "
+                f"{self.settings.queue.stall_limit_s:g} s); watchdog pings withheld"
+            )
+            log.error("%s: systemd will restart the service", message)
+            sdnotify.notify(f"STATUS={message}")
+            self._stall_reported = True

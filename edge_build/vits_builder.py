@@ -1,0 +1,188 @@
+"""The artifacts of a Piper (VITS) voice. On the CPU: the graph split into encoder and decoder
+(streaming inside a sentence), optimised for this CPU at fp32 and at each variant `precision`
+asks for, and under `auto` the quality gate's choice. On a GPU box: each part's graphs for the
+ONNX Runtime GPU backends, and its TensorRT engine."""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+import time
+from collections.abc import Callable
+from contextlib import ExitStack
+from pathlib import Path
+
+from daemon.config import VitsVoiceConfig
+from daemon.errors import BackendError
+from daemon.parts import WHOLE
+from daemon.runtime.artifacts import Artifact
+from daemon.runtime.ort_cpu import OrtCpuBackend
+from daemon.voices.vits import VitsVoice, voice_files
+from edge_build.artifact_writer import BuildResult
+from edge_build.gpu_steps import GpuSteps
+from edge_build.ort_optimize import build_ort_artifact, write_precision_choice
+from edge_build.precision import VARIANTS, make_variant
+from edge_build.quality_gate import evaluate
+from edge_build.vits_split import PARTS, split_graphs
+
+log = logging.getLogger(__name__)
+
+
+class VitsBuilder:
+    def __init__(self, name: str, config: VitsVoiceConfig, store: Path) -> None:
+        self.name = name
+        self.config = config
+        self.store = store
+        self.model, _ = voice_files(name, config)
+        self.stage = f"{name}/vits"
+
+    def build_cpu(
+        self, *, precision: str, force: bool, verify: bool, progress: Callable[[str], None]
+    ) -> list[BuildResult]:
+        backend = OrtCpuBackend(artifact_store=self.store, precision="fp32")
+        results = []
+        rebuilt = False
+        with ExitStack() as cleanup:
+            graphs: dict[str, Path] = {}  # the split source, made once for every precision
+            for variant in variants(precision):
+                started = time.perf_counter()
+                found = _found(backend, self.model, variant)
+                checked = [a for a in found if a is not None and verify]
+                problems = [p for a in checked for p in a.verify(sha256=True)]
+                if None in found or force or problems:
+                    progress(f"{self.stage}: optimising the {variant} graphs for this CPU")
+                    try:
+                        if not graphs:  # nothing is written while everything is up to date
+                            self.store.mkdir(parents=True, exist_ok=True)
+                            temp = cleanup.enter_context(
+                                tempfile.TemporaryDirectory(dir=self.store)
+                            )
+                            graphs = split_graphs(self.model, Path(temp))
+                        built = build_parts(self.model, self.store, self.stage, variant, graphs)
+                    except BackendError as error:
+                        if variant == "fp32" or precision != "auto":
+                            raise
+                        log.warning("%s: no %s variant: %s", self.stage, variant, error)
+                        continue
+                    status = ("rebuilt: " + "; ".join(problems)) if problems else "built"
+                    rebuilt = True
+                else:
+                    built, status = found, "up to date"
+                for artifact in built:
+                    label = f"{self.stage}/{artifact.manifest['part']}"
+                    label += "" if variant == "fp32" else f"@{variant}"
+                    seconds = time.perf_counter() - started
+                    results.append(
+                        BuildResult(self.name, label, status, artifact.directory, seconds)
+                    )
+        if precision == "auto":
+            progress(f"{self.stage}: the precision quality gate")
+            results.append(self.choose_precision(again=rebuilt or force))
+        return results
+
+    def build_gpu(self, steps: GpuSteps) -> list[BuildResult]:
+        results = []
+        self.store.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=self.store) as temp:
+            for part, graph in split_graphs(self.model, Path(temp)).items():
+                fp16 = None
+                if part != WHOLE:
+                    for precision in ("fp32", "fp16"):
+                        result, artifact = steps.onnx_part(
+                            voice=self.name,
+                            stage=self.stage,
+                            source=self.model,
+                            part=part,
+                            graph=graph,
+                            precision=precision,
+                        )
+                        results.append(result)
+                        fp16 = artifact.model if precision == "fp16" else fp16
+                if steps.engines:
+                    results.append(
+                        steps.engine(
+                            voice=self.name,
+                            stage=self.stage,
+                            source=self.model,
+                            part=part,
+                            graph=graph,
+                            fp16=fp16,
+                        )
+                    )
+        return results
+
+    def missing(self, precision: str) -> list[str]:
+        """What a CPU build would make now (a lookup finds only intact artifacts)."""
+        fp32 = OrtCpuBackend(artifact_store=self.store, precision="fp32")
+        missing = [
+            f"{self.stage}@{variant}"
+            for variant in variants(precision)
+            if None in _found(fp32, self.model, variant)
+        ]
+        chosen = OrtCpuBackend(artifact_store=self.store, precision=precision)
+        if precision == "auto" and chosen.precision_choice(self.model)[0] is None:
+            missing.append(f"{self.stage}/precision")
+        return missing
+
+    def choose_precision(self, again: bool) -> BuildResult:
+        """Runs the quality gate (once per box and model) and records what `auto` loads."""
+        started = time.perf_counter()
+        choice = OrtCpuBackend(artifact_store=self.store).precision_choice(self.model)[0]
+        if choice is None or again:
+
+            def load(precision: str) -> VitsVoice:
+                backend = OrtCpuBackend(artifact_store=self.store, precision=precision)
+                return VitsVoice(self.name, self.config, backend)
+
+            chosen, reason, verdicts = evaluate(load, VARIANTS)
+            verdict = {
+                "chosen": chosen,
+                "reason": reason,
+                "verdicts": [v.as_dict() for v in verdicts],
+            }
+            choice = write_precision_choice(self.model, self.store, self.stage, verdict)
+            status = reason
+        else:
+            status = f"up to date: {choice.manifest['reason']}"
+        label = f"{self.stage}/precision"
+        return BuildResult(
+            self.name, label, status, choice.directory, time.perf_counter() - started
+        )
+
+
+def variants(precision: str) -> tuple[str, ...]:
+    """The precisions a build makes for `runtime.precision`: fp32 always (the fallback), then
+    every variant for the quality gate under `auto`, or the one asked for."""
+    asked = VARIANTS if precision == "auto" else (precision,)
+    return ("fp32", *(variant for variant in asked if variant != "fp32"))
+
+
+def _found(backend: OrtCpuBackend, model: Path, precision: str) -> list[Artifact | None]:
+    found = [backend.find_artifact(model, part, precision)[0] for part in PARTS]
+    if None in found:
+        whole = backend.find_artifact(model, WHOLE, precision)[0]  # a graph that does not split
+        found = [whole] if whole is not None else found
+    return found
+
+
+def build_parts(
+    model: Path,
+    store: Path,
+    stage: str,
+    precision: str = "fp32",
+    graphs: dict[str, Path] | None = None,
+) -> list[Artifact]:
+    """The artifacts of each part (`graphs`, split here when not given), converted to
+    `precision` first when it is not fp32."""
+    store.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=store) as temp:
+        graphs = graphs or split_graphs(model, Path(temp))
+        if precision != "fp32":
+            graphs = {
+                part: make_variant(graph, precision, Path(temp) / f"{part}-{precision}.onnx")
+                for part, graph in graphs.items()
+            }
+        return [
+            build_ort_artifact(model, store, stage, part, graph, precision)
+            for part, graph in graphs.items()
+        ]
