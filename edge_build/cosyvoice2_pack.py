@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from daemon.errors import FastvoiceError
-from daemon.runtime.artifacts import sha256_file
+from daemon.runtime.artifacts import FAST_HASH, fast_hash_file, sha256_file
 from daemon.voices.voice_pack import (
     FORMAT,
     MANIFEST,
@@ -286,6 +286,7 @@ def _file_entries(directory: Path) -> dict[str, dict[str, Any]]:
         path.relative_to(directory).as_posix(): {
             "bytes": path.stat().st_size,
             "sha256": sha256_file(path),
+            FAST_HASH: fast_hash_file(path),
         }
         for path in sorted(p for p in directory.rglob("*") if p.is_file())
     }

@@ -85,30 +85,17 @@ class VitsBuilder:
         self.store.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=self.store) as temp:
             for part, graph in split_graphs(self.model, Path(temp)).items():
+                where = {"voice": self.name, "stage": self.stage, "source": self.model}
                 fp16 = None
                 if part != WHOLE:
                     for precision in ("fp32", "fp16"):
                         result, artifact = steps.onnx_part(
-                            voice=self.name,
-                            stage=self.stage,
-                            source=self.model,
-                            part=part,
-                            graph=graph,
-                            precision=precision,
+                            **where, part=part, graph=graph, precision=precision
                         )
                         results.append(result)
                         fp16 = artifact.model if precision == "fp16" else fp16
                 if steps.engines:
-                    results.append(
-                        steps.engine(
-                            voice=self.name,
-                            stage=self.stage,
-                            source=self.model,
-                            part=part,
-                            graph=graph,
-                            fp16=fp16,
-                        )
-                    )
+                    results.append(steps.engine(**where, part=part, graph=graph, fp16=fp16))
         return results
 
     def missing(self, precision: str) -> list[str]:

@@ -71,7 +71,7 @@ class Box:
     def reload(self, mqtt: dict | None = None, queue: dict | None = None, **sections) -> dict:
         """Writes the module's config with `sections` merged in, sends SIGHUP and returns the
         `status/info` that reports the reload."""
-        config = {key: dict(value) for key, value in self.base_config.items()}
+        config = dict(self.base_config)
         for key, value in sections.items():
             config[key] = {**config.get(key, {}), **value} if isinstance(value, dict) else value
         daemon = self.daemon
@@ -142,7 +142,7 @@ def test_text_max_sentence_chars_reaches_wyoming_streaming(fresh):
     unpunctuated = SynthesizeChunk(text="words without any end " * 3)
     fresh.reload(text={"max_sentence_chars": 30})
     # Longer than 30 characters with no sentence end: spoken before the stream is closed.
-    events = fresh.wyoming([SynthesizeStart(), unpunctuated], until=AudioStart().event().type)
+    events = fresh.wyoming([SynthesizeStart(), unpunctuated], until="audio-start")
     assert AudioStart.is_type(events[-1].type)
     fresh.wyoming([SynthesizeStart(), SynthesizeStop()], until="synthesize-stopped")
 

@@ -13,6 +13,7 @@ import pytest
 
 from daemon.config import parse_config
 from daemon.errors import ConfigError, VoiceError
+from daemon.runtime.artifacts import FAST_HASH, fast_hash_file
 from daemon.voices.sampling import TOP_K, Draws, pick, ras_sample, softmax
 from daemon.voices.voice_pack import (
     GRAPHS,
@@ -68,7 +69,11 @@ def fake_pack(directory: Path, speakers=("default",)) -> Path:
         path = directory / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(b"x" * (len(name) + 10))
-        files[name] = {"bytes": path.stat().st_size, "sha256": "-"}
+        files[name] = {
+            "bytes": path.stat().st_size,
+            "sha256": "-",
+            FAST_HASH: fast_hash_file(path),
+        }
     manifest = {"format": 1, "family": "cosyvoice2", "speakers": list(speakers), "files": files}
     (directory / MANIFEST).write_text(json.dumps(manifest))
     return directory
@@ -103,6 +108,19 @@ def test_a_missing_or_truncated_file_is_named(tmp_path):
     (tmp_path / graph_file("flow_estimator")).unlink()
     with pytest.raises(VoiceError, match=r"flow_estimator\.onnx is missing"):
         VoicePack.open(tmp_path)
+
+
+def test_a_damaged_file_is_named_and_never_loaded(tmp_path):
+    fake_pack(tmp_path)
+    table = tmp_path / table_file("flow_noise")
+    table.write_bytes(table.read_bytes().replace(b"x", b"y", 1))  # same size
+    with pytest.raises(VoiceError, match=r"flow_noise\.npy is damaged \(its xxh3_128 differs"):
+        VoicePack.open(tmp_path)
+    manifest = json.loads((tmp_path / MANIFEST).read_text())
+    for entry in manifest["files"].values():
+        del entry[FAST_HASH]  # a pack exported before packs recorded the checksum
+    (tmp_path / MANIFEST).write_text(json.dumps(manifest))
+    assert VoicePack.open(tmp_path).speakers == ["default"]
 
 
 def test_a_manifest_that_leaves_a_graph_out_is_rejected(tmp_path):

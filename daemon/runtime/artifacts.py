@@ -118,9 +118,9 @@ class Artifact:
                 problems.append(f"{role} file {path} is missing")
             elif FAST_HASH not in entry:
                 problems.append(f"{role} file {path} has no {FAST_HASH} in the manifest")
-            elif not _intact(path, FAST_HASH, entry[FAST_HASH]):
+            elif not intact(path, FAST_HASH, entry[FAST_HASH]):
                 problems.append(f"{role} file {path} is damaged (its {FAST_HASH} differs)")
-            elif sha256 and not _intact(path, "sha256", entry["sha256"]):
+            elif sha256 and not intact(path, "sha256", entry["sha256"]):
                 problems.append(f"{role} file {path} does not match its sha256")
         return problems
 
@@ -131,7 +131,7 @@ _reported: set[str] = set()  # a voice looks a damaged artifact up several times
 _HASHERS = {FAST_HASH: fast_hash_file, "sha256": sha256_file}
 
 
-def _intact(path: Path, algorithm: str, expected: str) -> bool:
+def intact(path: Path, algorithm: str, expected: str) -> bool:
     """Whether the file's digest is `expected`, remembered for this version of the file (a
     rewrite gets a new inode or mtime): a voice looks each artifact up more than once."""
     stat = path.stat()

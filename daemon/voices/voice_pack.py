@@ -1,9 +1,9 @@
 """The CosyVoice 2 voice pack: what `fastvoice export cosyvoice2` writes and the voice reads.
 
-A directory with a manifest (`cosyvoice2.json`: format, model dimensions, each file's size and
-sha256, the speakers), the ONNX graphs, the lookup tables as .npy files (memory-mapped: the
-text embedding of the real model alone is over 500 MB), the tokenizer as a `tokenizers` JSON
-file, and one .npz of prompt data per speaker.
+A directory with a manifest (`cosyvoice2.json`: format, model dimensions, each file's size,
+sha256 and fast checksum, the speakers), the ONNX graphs, the lookup tables as .npy files
+(memory-mapped: the text embedding of the real model alone is over 500 MB), the tokenizer as a
+`tokenizers` JSON file, and one .npz of prompt data per speaker.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from daemon.errors import VoiceError
-from daemon.runtime.artifacts import sha256_file
+from daemon.runtime.artifacts import FAST_HASH, intact, sha256_file
 
 MANIFEST = "cosyvoice2.json"
 FORMAT = 1
@@ -92,9 +92,9 @@ class VoicePack:
 
     @classmethod
     def open(cls, directory: Path) -> VoicePack:
-        """Reads and checks the manifest and that every file it lists is there at its size
-        (`fastvoice build --verify` checks their hashes: hashing the LLM at every start
-        would cost seconds)."""
+        """Reads and checks the manifest and that every file it lists is there, at its size and
+        with its fast checksum (a pack exported before packs recorded one: its size only);
+        `fastvoice build --verify` also checks their sha256."""
         path = directory / MANIFEST
         try:
             manifest = json.loads(path.read_text(encoding="utf-8"))
@@ -126,6 +126,11 @@ class VoicePack:
                 raise VoiceError(
                     f"{directory}: {name} is {file.stat().st_size} bytes, the manifest says "
                     f"{entry['bytes']} (truncated or replaced: export the pack again)"
+                )
+            if FAST_HASH in entry and not intact(file, FAST_HASH, entry[FAST_HASH]):
+                raise VoiceError(
+                    f"{directory}: {name} is damaged (its {FAST_HASH} differs from the "
+                    "manifest's): export the pack again"
                 )
         return pack
 
