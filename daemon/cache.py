@@ -15,12 +15,12 @@ import logging
 import os
 import struct
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from daemon.audio.piece import AudioPiece
 from daemon.files import replaced_atomically
 
 log = logging.getLogger(__name__)
@@ -28,12 +28,6 @@ log = logging.getLogger(__name__)
 MAGIC = b"FVC1"
 SUFFIX = ".fvc"
 _LENGTH = struct.Struct("<I")
-
-
-@dataclass(frozen=True)
-class CachedPiece:
-    samples: np.ndarray
-    sentence_end: bool
 
 
 def phrase_cache(config) -> PhraseCache | None:
@@ -85,7 +79,7 @@ class PhraseCache:
                 "problem": self.problem,
             }
 
-    def get(self, key: str) -> tuple[int, list[CachedPiece]] | None:
+    def get(self, key: str) -> tuple[int, list[AudioPiece]] | None:
         """(sample rate, pieces) of an intact entry; None on a miss or a corrupt entry."""
         path = self.directory / f"{key}{SUFFIX}"
         try:
@@ -106,7 +100,7 @@ class PhraseCache:
         self.hits += 1
         return entry
 
-    def put(self, key: str, sample_rate: int, pieces: list[CachedPiece]) -> None:
+    def put(self, key: str, sample_rate: int, pieces: list[AudioPiece]) -> None:
         if not self.writable:
             return
         data = _encode(sample_rate, pieces)
@@ -146,7 +140,7 @@ class PhraseCache:
         (self.directory / f"{key}{SUFFIX}").unlink(missing_ok=True)
 
 
-def _encode(sample_rate: int, pieces: list[CachedPiece]) -> bytes:
+def _encode(sample_rate: int, pieces: list[AudioPiece]) -> bytes:
     payload = b"".join(p.samples.astype("<f4").tobytes() for p in pieces)
     header = json.dumps(
         {
@@ -158,7 +152,7 @@ def _encode(sample_rate: int, pieces: list[CachedPiece]) -> bytes:
     return MAGIC + _LENGTH.pack(len(header)) + header + payload
 
 
-def _decode(data: bytes) -> tuple[int, list[CachedPiece]] | None:
+def _decode(data: bytes) -> tuple[int, list[AudioPiece]] | None:
     try:
         if data[:4] != MAGIC:
             return None
@@ -170,7 +164,7 @@ def _decode(data: bytes) -> tuple[int, list[CachedPiece]] | None:
         samples = np.frombuffer(payload, dtype="<f4").astype(np.float32)
         pieces, offset = [], 0
         for count, sentence_end in header["pieces"]:
-            pieces.append(CachedPiece(samples[offset : offset + count], bool(sentence_end)))
+            pieces.append(AudioPiece(samples[offset : offset + count], bool(sentence_end)))
             offset += count
         if offset != len(samples):
             return None

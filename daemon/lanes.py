@@ -126,7 +126,7 @@ class Lane(threading.Thread):
         if requeue:
             self.queue.put(job, requeue=True)
 
-    def _sentences(self, job: Job) -> Iterator[tuple[np.ndarray, bool]]:
+    def _sentences(self, job: Job, rate: int) -> Iterator[tuple[np.ndarray, bool]]:
         command = job.command
         options = SpeechOptions(
             speaker=command.speaker, volume=1.0 if command.volume is None else command.volume
@@ -143,7 +143,7 @@ class Lane(threading.Thread):
                 return
             if job.first_audio is None:
                 job.first_audio, job.cache_hit = time.monotonic(), chunk.from_cache
-            job.audio_s += chunk.duration_s
+            job.audio_s += len(chunk.samples) / rate
             yield chunk.samples, chunk.sentence_end
 
     def _speak(self, job: Job) -> None:
@@ -151,7 +151,9 @@ class Lane(threading.Thread):
         voice = self.synthesizer.voices.get(command.voice)
         rate = voice.info.sample_rate
         audio = self.settings.config.audio
-        blocks = join_sentences(self._sentences(job), rate, audio.sentence_pause_s, audio.fade_ms)
+        blocks = join_sentences(
+            self._sentences(job, rate), rate, audio.sentence_pause_s, audio.fade_ms
+        )
         published: list[np.ndarray] = []
         if command.output in ("publish", "both"):
             blocks = self._tee(blocks, published, command.reply_topic, command.format, rate)

@@ -3,33 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 
 import numpy as np
 
 from daemon import faults
-from daemon.cache import CachedPiece, PhraseCache, cache_key
+from daemon.audio.piece import AudioPiece
+from daemon.cache import PhraseCache, cache_key
 from daemon.errors import TextError
 from daemon.settings import Settings
 from daemon.text import prepare
 from daemon.voices.base import SpeechOptions
 from daemon.voices.registry import VoiceRegistry
-
-
-@dataclass(frozen=True)
-class AudioChunk:
-    """Float32 mono samples: a sentence, or a piece of one (`sentence_end` on its last piece)."""
-
-    samples: np.ndarray
-    sample_rate: int
-    index: int
-    text: str
-    sentence_end: bool = True
-    from_cache: bool = False
-
-    @property
-    def duration_s(self) -> float:
-        return len(self.samples) / self.sample_rate
 
 
 class Synthesizer:
@@ -42,14 +27,14 @@ class Synthesizer:
 
     def synthesize(
         self, text: object, voice: str | None = None, options: SpeechOptions | None = None
-    ) -> Iterator[AudioChunk]:
+    ) -> Iterator[AudioPiece]:
         """Yields chunks as they are made. Bad text or voice raises before any audio."""
         with self.voices.backend.request():
             yield from self._synthesize(text, voice, options or SpeechOptions())
 
     def _synthesize(
         self, text: object, voice: str | None, options: SpeechOptions
-    ) -> Iterator[AudioChunk]:
+    ) -> Iterator[AudioPiece]:
         sentences = prepare(text, self.settings.config.text)
         chosen = self.voices.get(voice)
         rate = chosen.info.sample_rate
@@ -69,19 +54,15 @@ class Synthesizer:
             )
             hit = self.cache.get(key)
             if hit is not None and hit[0] == rate:
-                for index, piece in enumerate(hit[1]):
-                    yield AudioChunk(
-                        scaled(piece.samples), rate, index, "", piece.sentence_end, from_cache=True
-                    )
+                for piece in hit[1]:
+                    yield AudioPiece(scaled(piece.samples), piece.sentence_end, from_cache=True)
                 return
-        rendered: list[CachedPiece] = []
+        rendered: list[AudioPiece] = []
         for sentence in sentences:
             faults.hang_if_marked(sentence)
             for piece in chosen.synthesize_sentence(sentence, options):
-                rendered.append(CachedPiece(piece.samples, piece.sentence_end))
-                yield AudioChunk(
-                    scaled(piece.samples), rate, len(rendered) - 1, sentence, piece.sentence_end
-                )
+                rendered.append(piece)
+                yield AudioPiece(scaled(piece.samples), piece.sentence_end)
         if not rendered:
             raise TextError("the text holds nothing speakable")
         if self.cache is not None and key is not None:

@@ -10,10 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from daemon.audio.piece import AudioPiece
 from daemon.config import VitsVoiceConfig, parse_config
 from daemon.errors import BackendError
 from daemon.runtime.ort_cpu import OrtCpuBackend
-from daemon.voices.base import SpeechOptions, SpeechPiece, Voice
+from daemon.voices.base import SpeechOptions, Voice
 from daemon.voices.vits import VitsVoice
 from edge_build.build import build_voices
 from edge_build.quality_gate import (
@@ -91,10 +92,10 @@ class Hissing(Voice):
     def identity(self):
         return self.voice.identity()
 
-    def synthesize_sentence(self, sentence: str, options: SpeechOptions) -> Iterator[SpeechPiece]:
+    def synthesize_sentence(self, sentence: str, options: SpeechOptions) -> Iterator[AudioPiece]:
         for piece in self.voice.synthesize_sentence(sentence, options):
             hiss = self.random.normal(0, 0.03, piece.samples.shape).astype(np.float32)
-            yield SpeechPiece(piece.samples + hiss, piece.sentence_end)
+            yield AudioPiece(piece.samples + hiss, piece.sentence_end)
 
 
 def test_the_gate_refuses_a_variant_that_sounds_different(voice):

@@ -7,8 +7,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
+from daemon.audio.piece import AudioPiece
 from daemon.runtime.base import StageReport
 
 
@@ -43,14 +42,6 @@ class VoiceInfo:
         }
 
 
-@dataclass(frozen=True)
-class SpeechPiece:
-    """Float32 mono audio in [-1, 1]. A sentence may come in pieces; its last one ends it."""
-
-    samples: np.ndarray
-    sentence_end: bool
-
-
 class Voice(ABC):
     info: VoiceInfo
 
@@ -59,7 +50,7 @@ class Voice(ABC):
         """Everything that shapes this voice's audio (files and settings): a phrase cache key."""
 
     @abstractmethod
-    def synthesize_sentence(self, sentence: str, options: SpeechOptions) -> Iterator[SpeechPiece]:
+    def synthesize_sentence(self, sentence: str, options: SpeechOptions) -> Iterator[AudioPiece]:
         """Audio at `info.sample_rate`, piece by piece as it is made.
 
         Yields nothing when the sentence holds nothing speakable.

@@ -19,11 +19,12 @@ from typing import Any
 
 import numpy as np
 
+from daemon.audio.piece import AudioPiece
 from daemon.config import CosyVoice2VoiceConfig
 from daemon.errors import VoiceError
 from daemon.runtime.artifacts import source_identity
 from daemon.runtime.base import Backend, Stage
-from daemon.voices.base import SpeechOptions, SpeechPiece, Voice, VoiceInfo
+from daemon.voices.base import SpeechOptions, Voice, VoiceInfo
 from daemon.voices.hift import istft
 from daemon.voices.sampling import Draws, ras_sample
 from daemon.voices.voice_pack import (
@@ -104,7 +105,7 @@ class CosyVoice2Voice(Voice):
     def text_tokens(self, text: str) -> list[int]:
         return self.tokenizer.encode(text, add_special_tokens=False).ids
 
-    def synthesize_sentence(self, sentence: str, options: SpeechOptions) -> Iterator[SpeechPiece]:
+    def synthesize_sentence(self, sentence: str, options: SpeechOptions) -> Iterator[AudioPiece]:
         asked = [name for name in NOT_TAKEN if getattr(options, name) is not None]
         if asked:
             raise VoiceError(f"voice {self.name!r} (cosyvoice2) does not take {', '.join(asked)}")
@@ -120,7 +121,7 @@ class CosyVoice2Voice(Voice):
             chunks = utterance.speak(text, self.config.streaming)
             last_piece = index == pieces - 1
             for samples, last_chunk in chunks:
-                yield SpeechPiece(samples, last_piece and last_chunk)
+                yield AudioPiece(samples, last_piece and last_chunk)
 
 
 class _Dims:

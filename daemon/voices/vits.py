@@ -13,11 +13,12 @@ from typing import Any
 
 import numpy as np
 
+from daemon.audio.piece import AudioPiece
 from daemon.config import VitsVoiceConfig
 from daemon.errors import VoiceError
 from daemon.runtime.artifacts import source_identity
 from daemon.runtime.base import Backend, Stage
-from daemon.voices.base import SpeechOptions, SpeechPiece, Voice, VoiceInfo
+from daemon.voices.base import SpeechOptions, Voice, VoiceInfo
 
 REQUIRED_INPUTS = {"input", "input_lengths", "scales"}
 # Streaming decode (86 latent frames = 1 s of audio): a sentence longer than STREAM_MIN_FRAMES
@@ -228,7 +229,7 @@ class VitsVoice(Voice):
             feeds["sid"] = np.array([speaker], dtype=np.int64)
         return feeds
 
-    def synthesize_sentence(self, sentence: str, options: SpeechOptions) -> Iterator[SpeechPiece]:
+    def synthesize_sentence(self, sentence: str, options: SpeechOptions) -> Iterator[AudioPiece]:
         for phonemes in self.phonemes(sentence):
             feeds = self._feeds(self.phoneme_ids(phonemes), options)
             gain = _StreamingGain(self.piper.sample_rate) if self.config.normalize else None
@@ -236,7 +237,7 @@ class VitsVoice(Voice):
             for audio, last in pieces:
                 if gain is not None:
                     audio = gain.apply(audio)
-                yield SpeechPiece(np.clip(audio, -1.0, 1.0), last)
+                yield AudioPiece(np.clip(audio, -1.0, 1.0), last)
 
     def _decode_whole(self, feeds: Mapping[str, np.ndarray]) -> Iterator[tuple[np.ndarray, bool]]:
         assert self.whole is not None
