@@ -27,10 +27,9 @@ def test_a_hung_synthesis_withholds_the_watchdog_so_systemd_restarts(broker, cap
         daemon.notifications(until="WATCHDOG=1")  # healthy: pinged
         job = say(daemon, text="FREEZE here.")
         daemon.recorder.event(job, "started")
-        stalled = daemon.notifications(until="STATUS=speaker stalled")
-        assert (
-            stalled[-1] == "STATUS=speaker stalled (no progress for 2 s); watchdog pings withheld"
-        )
+        stalled = daemon.notifications(until="STATUS=player-lane stalled")
+        expected = "STATUS=player-lane stalled (no progress for 2 s); watchdog pings withheld"
+        assert stalled[-1] == expected
         # The hang is permanent: no ping may follow (the main loop ticks every second).
         daemon.notify.settimeout(4)
         with pytest.raises(socket.timeout):
