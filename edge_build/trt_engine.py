@@ -100,7 +100,7 @@ def build_engine(request: EngineRequest, out: Path, progress: Progress) -> Engin
         temp.write(memoryview(serialized))
     with replaced_atomically(request.timing_cache) as temp:
         temp.write(memoryview(config.get_timing_cache().serialize()))
-    facts = _inspect(trt, logger, out, request, len(serialized))
+    facts = _inspect(trt, logger, out, request, serialized.nbytes)  # IHostMemory has no len()
     return EngineFacts(
         tensorrt=trt.__version__,
         typing="strong" if strong else "weak",
@@ -118,10 +118,14 @@ def keep_overflowing_layers_fp32(trt, network) -> int:
     risky_unary = {unary.EXP, unary.LOG, unary.SQRT, unary.RECIP, unary.SIN, unary.COS}
     risky_elementwise = {trt.ElementWiseOperation.POW, trt.ElementWiseOperation.DIV}
     kinds = trt.LayerType
+    # CUMULATIVE (CumSum) came after 10.3, JetPack 6's TensorRT: there the parser has no such
+    # layer to pin.
+    risky_kinds = {kinds.SOFTMAX, kinds.NORMALIZATION, kinds.REDUCE}
+    risky_kinds |= {kind for kind in [getattr(kinds, "CUMULATIVE", None)] if kind is not None}
     count = 0
     for index in range(network.num_layers):
         layer = network.get_layer(index)
-        risky = layer.type in (kinds.SOFTMAX, kinds.NORMALIZATION, kinds.REDUCE, kinds.CUMULATIVE)
+        risky = layer.type in risky_kinds
         if layer.type == kinds.UNARY:
             layer.__class__ = trt.IUnaryLayer
             risky = layer.op in risky_unary
@@ -173,8 +177,9 @@ def _inspect(trt, logger, path: Path, request: EngineRequest, size: int) -> dict
     if engine is None:
         raise BackendError(f"{request.label}: the engine just built does not deserialize")
     weights = size
-    if hasattr(engine, "get_engine_stat"):  # TensorRT 10.x later releases
-        weights = int(engine.get_engine_stat(trt.EngineStat.TOTAL_WEIGHTS_SIZE))
+    stat = getattr(trt, "EngineStat", None)  # not in 10.3: the serialized size stands in
+    if stat is not None:
+        weights = int(engine.get_engine_stat(stat.TOTAL_WEIGHTS_SIZE))
     cuda = Cuda(request.device)
     stream = cuda.stream()
     names = [engine.get_tensor_name(i) for i in range(engine.num_io_tensors)]
@@ -183,11 +188,13 @@ def _inspect(trt, logger, path: Path, request: EngineRequest, size: int) -> dict
         context = engine.create_execution_context(
             trt.ExecutionContextAllocationStrategy.USER_MANAGED
         )
-        context.set_optimization_profile_async(profile.level, int(stream))
+        if not context.set_optimization_profile_async(profile.level, int(stream)):
+            raise BackendError(f"{request.label}: TensorRT refused profile {profile.level}")
         cuda.synchronize(stream)
         io_bytes = 0
         for spec in profile.inputs:
-            context.set_input_shape(spec.name, spec.max)
+            if not context.set_input_shape(spec.name, spec.max):
+                raise BackendError(f"{request.label}: TensorRT refused shape {spec.max}")
         for name in names:
             shape = tuple(context.get_tensor_shape(name))
             itemsize = trt.nptype(engine.get_tensor_dtype(name))().itemsize
@@ -196,11 +203,7 @@ def _inspect(trt, logger, path: Path, request: EngineRequest, size: int) -> dict
                 for dim in shape:
                     count *= dim
                 io_bytes += count * itemsize
-        memory = (
-            engine.get_device_memory_size_for_profile_v2(profile.level)
-            if hasattr(engine, "get_device_memory_size_for_profile_v2")
-            else engine.device_memory_size
-        )
+        memory = engine.get_device_memory_size_for_profile_v2(profile.level)
         profiles.append(
             {
                 "index": profile.level,

@@ -233,3 +233,66 @@ def test_lanes_bound_runs_in_flight_and_growth_never_overlaps_a_run():
         thread.join(10)
     assert most[0] == 2  # never more runs than lanes
     assert seen == [0]  # the scratch blocks grow only while no run holds a lane
+
+
+def test_the_cuda_wrapper_over_real_cuda_python_without_a_driver_is_a_clear_error():
+    from daemon.runtime.trt import Cuda
+
+    with pytest.raises(BackendError, match=r"^cudaSetDevice: cudaError"):
+        Cuda(0)
+
+
+class RecordingCudaRuntime:
+    """A stand-in for cuda-python's runtime (no GPU here), recording which device each thread
+    had made current when it allocated."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.current = threading.local()
+        self.allocations: list[tuple[str, int | None]] = []
+
+    def cudaSetDevice(self, device: int):
+        self.current.device = device
+        return (0,)
+
+    def cudaMalloc(self, size: int):
+        import threading
+
+        device = getattr(self.current, "device", None)
+        self.allocations.append((threading.current_thread().name, device))
+        return (0, 4096)
+
+
+def test_every_thread_allocates_on_the_configured_gpu():
+    """CUDA's current device is per thread: a lane's thread (or TensorRT's output-allocator
+    callback) that never set it would allocate on GPU 0."""
+    import threading
+
+    from daemon.runtime.trt import Cuda
+
+    runtime = RecordingCudaRuntime()
+    cuda = Cuda(3, runtime=runtime)
+    cuda.malloc(16)
+    lane = threading.Thread(target=cuda.malloc, args=(16,), name="lane-1")
+    lane.start()
+    lane.join()
+    assert runtime.allocations == [("MainThread", 3), ("lane-1", 3)]
+
+
+@pytest.mark.parametrize(
+    ("version", "problem"),
+    [
+        ("10.3.0", ""),
+        ("10.16.1.11", ""),
+        ("11.4.0.106", ""),
+        ("8.6.2", "JetPack 6.1 or later"),
+        ("10.0.1", "needs TensorRT 10.3 to 11.x"),
+        ("12.0.0", "newer than this fastvoice knows"),
+    ],
+)
+def test_the_supported_tensorrt_range_is_stated_once(version, problem):
+    from daemon.runtime.gpu import unsupported_tensorrt
+
+    found = unsupported_tensorrt(version)
+    assert (problem in found) if problem else found == ""

@@ -172,9 +172,28 @@ def _tensorrt_version() -> tuple[str | None, str]:
     except OSError as error:  # the wheel is there, its libraries are not
         return None, f"TensorRT cannot load its libraries ({error})"
     version = str(getattr(tensorrt, "__version__", "?"))
-    if not version.startswith(("10.", "11.")):
-        return None, f"TensorRT {version} is installed; fastvoice needs TensorRT 10 or later"
-    return version, ""
+    problem = unsupported_tensorrt(version)
+    return (None, problem) if problem else (version, "")
+
+
+TENSORRT_RANGE = ((10, 3), (11, 4))  # the oldest and newest minor releases checked
+
+
+def unsupported_tensorrt(version: str) -> str:
+    """Why this TensorRT cannot be used ('' when it can): 10.3 (JetPack 6.1) to 11.x."""
+    try:
+        found = tuple(int(part) for part in version.split(".")[:2])
+    except ValueError:
+        return f"TensorRT {version!r} is not a version this fastvoice knows"
+    (oldest, newest) = TENSORRT_RANGE
+    if found < oldest:
+        return (
+            f"TensorRT {version} is installed; fastvoice needs TensorRT 10.3 to 11.x (on a "
+            "Jetson: JetPack 6.1 or later, whose TensorRT is 10.3; JetPack 6.0 ships 8.6)"
+        )
+    if found[0] > newest[0]:
+        return f"TensorRT {version} is newer than this fastvoice knows (10.3 to 11.x)"
+    return ""
 
 
 def _ort_providers() -> tuple[str, ...]:

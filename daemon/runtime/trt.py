@@ -114,11 +114,29 @@ def profile_costs(manifest: Mapping[str, Any]) -> list[ProfileCost]:
 
 
 class Cuda:
-    """The few CUDA runtime calls used here, with errors turned into exceptions."""
+    """The few CUDA runtime calls used here, with errors turned into exceptions. The current
+    device is a per-thread setting in CUDA: every call first makes `device` current on the
+    calling thread (the lanes and TensorRT's output-allocator callbacks run on threads of
+    their own; without this they would allocate on GPU 0)."""
 
-    def __init__(self, device: int) -> None:
-        self.rt = cuda_runtime()
-        self.check(self.rt.cudaSetDevice(device), "cudaSetDevice")
+    def __init__(self, device: int, runtime=None) -> None:
+        """`runtime`: cuda-python's runtime module (a test passes a recording double)."""
+        self.rt = runtime if runtime is not None else cuda_runtime()
+        self.device = device
+        self._thread = threading.local()
+        self._call("cudaSetDevice", device)
+
+    def _call(self, name: str, *args):
+        if name != "cudaSetDevice" and getattr(self._thread, "device", None) != self.device:
+            self._call("cudaSetDevice", self.device)
+        try:
+            result = getattr(self.rt, name)(*args)
+        except RuntimeError as error:  # cuda-python raises where no driver can be loaded
+            raise BackendError(f"{name}: {error}") from None
+        values = self.check(result, name)
+        if name == "cudaSetDevice":
+            self._thread.device = self.device
+        return values
 
     def check(self, result: tuple, call: str):
         error, *values = result if isinstance(result, tuple) else (result,)
@@ -132,27 +150,33 @@ class Cuda:
         return values[0] if len(values) == 1 else values
 
     def malloc(self, size: int) -> int:
-        return int(self.check(self.rt.cudaMalloc(max(1, size)), "cudaMalloc"))
+        return int(self._call("cudaMalloc", max(1, size)))
 
     def free(self, pointer: int) -> None:
-        self.check(self.rt.cudaFree(pointer), "cudaFree")
+        self._call("cudaFree", pointer)
 
     def malloc_host(self, size: int) -> int:
-        return int(self.check(self.rt.cudaMallocHost(max(1, size)), "cudaMallocHost"))
+        return int(self._call("cudaMallocHost", max(1, size)))
 
     def free_host(self, pointer: int) -> None:
-        self.check(self.rt.cudaFreeHost(pointer), "cudaFreeHost")
+        self._call("cudaFreeHost", pointer)
 
     def stream(self):
-        return self.check(self.rt.cudaStreamCreate(), "cudaStreamCreate")
+        return self._call("cudaStreamCreate")
+
+    def copy(self, dst: int, src: int, size: int, stream) -> None:
+        """Any direction (CUDA tells host from device memory by address), done on return."""
+        kind = self.rt.cudaMemcpyKind.cudaMemcpyDefault
+        self._call("cudaMemcpyAsync", dst, src, size, kind, stream)
+        self.synchronize(stream)
 
     def copy_async(self, dst: int, src: int, size: int, to_device: bool, stream) -> None:
         kind = self.rt.cudaMemcpyKind
         direction = kind.cudaMemcpyHostToDevice if to_device else kind.cudaMemcpyDeviceToHost
-        self.check(self.rt.cudaMemcpyAsync(dst, src, size, direction, stream), "cudaMemcpyAsync")
+        self._call("cudaMemcpyAsync", dst, src, size, direction, stream)
 
     def synchronize(self, stream) -> None:
-        self.check(self.rt.cudaStreamSynchronize(stream), "cudaStreamSynchronize")
+        self._call("cudaStreamSynchronize", stream)
 
 
 class GrowingBuffer:
@@ -233,6 +257,74 @@ class Lanes:
                 self._give_back(held)
 
 
+def capsule_pointer(capsule) -> int:
+    """The address a PyCapsule holds (TensorRT hands read destinations over as capsules)."""
+    api = ctypes.pythonapi
+    api.PyCapsule_GetName.restype = ctypes.c_char_p
+    api.PyCapsule_GetName.argtypes = [ctypes.py_object]
+    api.PyCapsule_GetPointer.restype = ctypes.c_void_p
+    api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+    return int(api.PyCapsule_GetPointer(capsule, api.PyCapsule_GetName(capsule)) or 0)
+
+
+class MappedChunks:
+    """A memory-mapped file read chunk by chunk to any address (host or device: `copy` is
+    Cuda.copy), with TensorRT's seek semantics; `origins` maps TensorRT's SeekPosition members
+    to 'set', 'cur' and 'end'."""
+
+    def __init__(self, mapped: mmap.mmap, copy, stream, origins: Mapping[Any, str]) -> None:
+        self.source = np.frombuffer(mapped, dtype=np.uint8)  # a view: nothing is copied
+        self.copy = copy
+        self.stream = stream
+        self.origins = origins
+        self.offset = 0
+
+    def read_into(self, address: int, num_bytes: int, stream) -> int:
+        count = max(0, min(int(num_bytes), self.source.size - self.offset))
+        if count:
+            self.copy(address, self.source.ctypes.data + self.offset, count, stream or self.stream)
+        self.offset += count
+        return count
+
+    def seek(self, offset: int, where) -> bool:
+        origin = {"set": 0, "cur": self.offset, "end": self.source.size}[self.origins[where]]
+        if not 0 <= origin + int(offset) <= self.source.size:
+            return False
+        self.offset = origin + int(offset)
+        return True
+
+    def release(self) -> None:
+        """Drops the view: the map can only close once none is left."""
+        self.source = np.zeros(0, dtype=np.uint8)
+
+
+def mapped_reader_class(trt):
+    """TensorRT's IStreamReaderV2 over a memory-mapped engine file (TensorRT 10.x releases after
+    10.3, and 11.x): TensorRT asks for the engine chunk by chunk and each chunk is copied from
+    the page cache straight to where TensorRT wants it (host or device memory), so the file is
+    never read whole into the process. None where the bindings lack the interface (10.3)."""
+    if not hasattr(trt, "IStreamReaderV2"):
+        return None
+    positions = trt.SeekPosition
+    origins = {positions.SET: "set", positions.CUR: "cur", positions.END: "end"}
+
+    class MappedEngineReader(trt.IStreamReaderV2):
+        def __init__(self, mapped: mmap.mmap, cuda: Cuda, stream) -> None:
+            trt.IStreamReaderV2.__init__(self)  # opens the CUDA driver
+            self.chunks = MappedChunks(mapped, cuda.copy, stream, origins)
+
+        def read(self, destination, num_bytes, stream):
+            return self.chunks.read_into(capsule_pointer(destination), num_bytes, stream)
+
+        def seek(self, offset, where):
+            return self.chunks.seek(offset, where)
+
+        def release(self) -> None:
+            self.chunks.release()
+
+    return MappedEngineReader
+
+
 def _output_allocator_class(trt):
     """TensorRT's IOutputAllocator, defined once TensorRT is imported."""
 
@@ -273,7 +365,8 @@ class TrtContext:
         )
         if context is None:
             raise BackendError("TensorRT could not create an execution context")
-        context.set_optimization_profile_async(profile, int(lane.stream))
+        if not context.set_optimization_profile_async(profile, int(lane.stream)):
+            raise BackendError(f"TensorRT refused optimisation profile {profile}")
         cuda.synchronize(lane.stream)
         self.context = context
         self.allocator = allocator_class(cuda)
@@ -286,11 +379,7 @@ class TrtContext:
                 context.set_output_allocator(name, self.allocator)
 
     def bind_scratch(self, lane: Lane) -> None:
-        setter = getattr(self.context, "set_device_memory", None)
-        if setter is not None:  # TensorRT 10.1 and later: address and size
-            setter(lane.scratch.pointer, lane.scratch.size)
-        else:
-            self.context.device_memory = lane.scratch.pointer
+        self.context.set_device_memory(lane.scratch.pointer, lane.scratch.size)
 
     def pinned_for(self, name: str, nbytes: int) -> GrowingBuffer:
         buffer = self.pinned.setdefault(name, GrowingBuffer(self.cuda, host=True))
@@ -459,13 +548,24 @@ class TrtBackend(Backend):
     def _load_placed(
         self, artifact: Artifact, model_path: Path, stage: str, label: str, profile: ProfileCost
     ) -> TrtStage:
-        """Deserializes the engine from a memory map and makes its contexts, one per lane."""
+        """Deserializes the engine from a memory map (streamed through IStreamReaderV2 where
+        TensorRT has it; on 10.3 TensorRT copies the mapped bytes whole) and makes its
+        contexts, one per lane. The map is closed once the engine holds its own copy."""
         manifest = artifact.manifest
         trt, runtime, cuda, lanes = self._start()
         started = time.perf_counter()
         path = artifact.directory / ENGINE_FILE
+        reader_class = mapped_reader_class(trt)
         with path.open("rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as m:
-            engine = runtime.deserialize_cuda_engine(m)
+            if reader_class is None:
+                engine = runtime.deserialize_cuda_engine(m)
+            else:
+                with lanes.lane() as lane:
+                    reader = reader_class(m, cuda, lane.stream)
+                    try:
+                        engine = runtime.deserialize_cuda_engine(reader)
+                    finally:
+                        reader.release()  # the map can only close once no view of it is left
         if engine is None:
             raise BackendError(f"{label}: TensorRT could not deserialize {path}")
         with lanes.every_lane():
