@@ -44,3 +44,7 @@ def reason_code(error: FastvoiceError) -> str:
         if isinstance(error, kind):
             return code
     return "error"
+
+
+class GpuOutOfMemory(BackendError):
+    """A run could not get the device memory it needed."""

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from daemon.config import VitsVoiceConfig, parse_config
-from daemon.errors import BackendError
+from daemon.errors import BackendError, GpuOutOfMemory
 from daemon.runtime.artifacts import find_artifact
 from daemon.runtime.ort_cpu import ARTIFACT_KIND, ARTIFACT_OPTIONS, OrtCpuBackend
 from daemon.voices.base import SpeechOptions
@@ -164,6 +164,41 @@ def test_streamed_sentence_equals_the_unsplit_graph(voice_copy, streaming_store)
         [p.samples for p in whole.synthesize_sentence(LONG_SENTENCE, SILENT)]
     )
     np.testing.assert_allclose(np.concatenate([p.samples for p in pieces]), reference, atol=1e-5)
+
+
+class ShortOfMemory:
+    """A decoder stage double (what only a GPU can do: run out of memory) over the real one:
+    windows above `frames` raise GpuOutOfMemory, as a full GPU would."""
+
+    def __init__(self, stage, frames: int) -> None:
+        self.stage, self.frames = stage, frames
+        self.windows: list[int] = []
+        self.limits, self.inputs, self.outputs = stage.limits, stage.inputs, stage.outputs
+
+    def run(self, feeds):
+        width = max(value.shape[-1] for value in feeds.values())
+        self.windows.append(width)
+        if width > self.frames:
+            raise GpuOutOfMemory(f"cudaMalloc: {width} frames do not fit")
+        return self.stage.run(feeds)
+
+
+def test_out_of_gpu_memory_halves_the_decode_window_and_the_audio_is_the_same(
+    voice_copy, streaming_store
+):
+    raw = voice_copy.model_copy(update={"normalize": False})
+    streamed = VitsVoice("v", raw, OrtCpuBackend(threads=1, artifact_store=streaming_store))
+    reference = np.concatenate(
+        [p.samples for p in streamed.synthesize_sentence(LONG_SENTENCE, SILENT)]
+    )
+    streamed.decoder = short = ShortOfMemory(streamed.decoder, frames=60)
+    got = np.concatenate([p.samples for p in streamed.synthesize_sentence(LONG_SENTENCE, SILENT)])
+    failed = [width for width in short.windows if width > 60]
+    assert 1 <= len(failed) <= 3, short.windows  # halved until it fits, then kept small
+    np.testing.assert_allclose(got, reference, atol=1e-5)
+    short.frames = 20  # not even the smallest window (16 + context) fits: the request fails
+    with pytest.raises(GpuOutOfMemory):
+        list(streamed.synthesize_sentence(LONG_SENTENCE, SILENT))
 
 
 def test_streamed_normalisation_matches_piper_for_short_and_never_clips(

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from daemon.config import GpuConfig, parse_config
-from daemon.errors import BackendError, ConfigError
-from daemon.runtime.budget import GpuOutOfMemory, Placement, ProfileCost, VramLedger, run_halving
+from daemon.errors import BackendError, ConfigError, GpuOutOfMemory
+from daemon.runtime.budget import Placement, ProfileCost, VramLedger, run_halving
 from daemon.runtime.gpu import probe
 from daemon.runtime.ort_cpu import OrtCpuBackend
 from daemon.runtime.ort_gpu import verify_providers

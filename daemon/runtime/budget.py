@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from daemon.errors import BackendError
+from daemon.errors import GpuOutOfMemory
 
 log = logging.getLogger(__name__)
 MB = 2**20
@@ -205,10 +205,6 @@ class VramLedger:
 
 def _dims(profile: ProfileCost) -> str:
     return ", ".join(f"{name} <= {value}" for name, value in sorted(profile.max_dims.items()))
-
-
-class GpuOutOfMemory(BackendError):
-    """A run could not get the device memory it needed."""
 
 
 Run = Callable[[Mapping[str, np.ndarray]], list[np.ndarray]]

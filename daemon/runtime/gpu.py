@@ -204,9 +204,10 @@ def _ort_providers() -> tuple[str, ...]:
     return tuple(onnxruntime.get_available_providers())
 
 
-def memory_in_use(index: int) -> dict[str, int] | None:
+def memory_in_use(index: int) -> dict[str, int | None] | None:
     """This process's and the whole device's GPU memory in use (NVML), for `stats`; None where
-    NVML cannot say (no GPU, no nvidia-ml-py, or a Jetson without NVML)."""
+    NVML cannot say (no GPU, no nvidia-ml-py, or a Jetson without NVML). `process_bytes` is
+    None where NVML lists processes but none by this PID (in a container it names host PIDs)."""
     try:
         nvml = _nvml()
     except Exception:
@@ -214,13 +215,11 @@ def memory_in_use(index: int) -> dict[str, int] | None:
     try:
         handle = nvml.nvmlDeviceGetHandleByIndex(index)
         info = nvml.nvmlDeviceGetMemoryInfo(handle)
-        mine = sum(
-            process.usedGpuMemory or 0
-            for process in nvml.nvmlDeviceGetComputeRunningProcesses(handle)
-            if process.pid == os.getpid()
-        )
+        processes = nvml.nvmlDeviceGetComputeRunningProcesses(handle)
     except Exception:
         return None
     finally:
         nvml.nvmlShutdown()
-    return {"process_bytes": int(mine), "device_used_bytes": int(info.used)}
+    ours = [process.usedGpuMemory or 0 for process in processes if process.pid == os.getpid()]
+    mine = sum(ours) if ours or not processes else None
+    return {"process_bytes": mine, "device_used_bytes": int(info.used)}

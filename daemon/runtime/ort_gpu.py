@@ -25,11 +25,11 @@ from typing import Any
 import numpy as np
 
 from daemon.config import GpuConfig
-from daemon.errors import BackendError
+from daemon.errors import BackendError, GpuOutOfMemory
 from daemon.parts import WHOLE, part_label
 from daemon.runtime.artifacts import Artifact, find_artifact
 from daemon.runtime.base import Backend, Stage, StageReport, ort_specs
-from daemon.runtime.budget import GpuOutOfMemory, VramLedger, run_halving
+from daemon.runtime.budget import VramLedger, run_halving
 from daemon.runtime.gpu import ORT_GPU_PROVIDERS
 from daemon.runtime.ort_values import run_keeping
 from daemon.runtime.profiles import is_batch_dim, profile_ladder

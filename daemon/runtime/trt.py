@@ -8,7 +8,8 @@ lane share (a lane runs one stage at a time), allocated here, not by TensorRT
 (`USER_MANAGED`). Inputs go through pinned host buffers and async copies on the lane's stream;
 outputs, whose size may depend on the data (a VITS encoder's frames), are allocated by an output
 allocator as TensorRT asks. A failed device allocation is a GpuOutOfMemory: the batch is halved
-and retried; at batch 1 the request fails and the service goes on.
+and retried; at batch 1 a VITS decoder takes smaller windows (daemon/voices/vits.py), and below
+its smallest the request fails and the service goes on.
 
 TensorRT (10 or later) and cuda-python are imported only when this backend is used.
 """
@@ -28,11 +29,11 @@ from typing import Any
 import numpy as np
 
 from daemon.config import GpuConfig
-from daemon.errors import BackendError
+from daemon.errors import BackendError, GpuOutOfMemory
 from daemon.parts import WHOLE, part_kind, part_label
 from daemon.runtime.artifacts import Artifact, find_artifact
 from daemon.runtime.base import Backend, Stage, StageReport, TensorSpec
-from daemon.runtime.budget import GpuOutOfMemory, ProfileCost, VramLedger, run_halving
+from daemon.runtime.budget import ProfileCost, VramLedger, run_halving
 from daemon.runtime.gpu import GpuStack, cuda_runtime
 
 log = logging.getLogger(__name__)
@@ -177,6 +178,11 @@ class Cuda:
 
     def synchronize(self, stream) -> None:
         self._call("cudaStreamSynchronize", stream)
+
+    def memory_info(self) -> tuple[int, int]:
+        """The device's free and total memory, in bytes."""
+        free, total = self._call("cudaMemGetInfo")
+        return int(free), int(total)
 
 
 class GrowingBuffer:

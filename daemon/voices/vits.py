@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import logging
 import threading
 import time
 import unicodedata
@@ -15,7 +16,7 @@ import numpy as np
 
 from daemon.audio.piece import AudioPiece
 from daemon.config import VitsVoiceConfig
-from daemon.errors import VoiceError
+from daemon.errors import GpuOutOfMemory, VoiceError
 from daemon.runtime.artifacts import source_identity
 from daemon.runtime.base import Backend, Stage
 from daemon.voices.base import SpeechOptions, Voice, VoiceInfo
@@ -30,10 +31,12 @@ REQUIRED_INPUTS = {"input", "input_lengths", "scales"}
 # 12 frames (with 12 the joined windows equal one whole decode exactly; with 8 they differ by
 # 6e-4), and every context frame is decoded twice, so no more. MAX_WINDOW_FRAMES bounds the
 # decoder's activation memory.
+log = logging.getLogger(__name__)
 STREAM_MIN_FRAMES = 256
 FIRST_WINDOW_FRAMES = 32
 MAX_WINDOW_FRAMES = 1024
 CONTEXT_FRAMES = 12
+SMALLEST_WINDOW_FRAMES = 16  # out of GPU memory below this: the request fails
 BUDGET_SHARE = 0.5
 GAIN_RAMP_S = 0.005
 # espeak-ng keeps global state (the selected voice): one phonemizer call at a time per process.
@@ -270,7 +273,16 @@ class VitsVoice(Voice):
                 for name, value in latent.items()
             }
             began = time.perf_counter()
-            audio = self.decoder.run(window)[0].reshape(-1).astype(np.float32)
+            try:
+                audio = self.decoder.run(window)[0].reshape(-1).astype(np.float32)
+            except GpuOutOfMemory as error:
+                # A batch-1 voice's analogue of a smaller batch: smaller windows, same audio
+                # (each keeps its context frames), for the rest of the sentence.
+                if end - start <= SMALLEST_WINDOW_FRAMES:
+                    raise
+                size = largest = max(SMALLEST_WINDOW_FRAMES, (end - start) // 2)
+                log.warning("%s: %s; decoding windows of %d frames", self.name, error, size)
+                continue
             frames_per_s = (right - left) / max(time.perf_counter() - began, 1e-6)
             hop = len(audio) // (right - left)
             piece = audio[(start - left) * hop : (end - left) * hop]
