@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import onnxruntime
+import pytest
 from onnx import TensorProto, helper
 
 from daemon.runtime.ort_cpu import OrtCpuBackend
@@ -36,7 +37,33 @@ def test_kept_outputs_stay_ort_values_and_feed_back(tmp_path):
     for x in steps:
         y, kept = stage.run_kept({"x": x, "past": kept}, keep={"present"})
         assert isinstance(kept, onnxruntime.OrtValue) and isinstance(y, np.ndarray)
+        assert kept.device_name() == "cpu"
         np.testing.assert_array_equal(y, x + 1)
         _, plain = stage.run({"x": x, "past": plain})
     np.testing.assert_array_equal(kept.numpy(), plain)
     assert plain.shape == (1, 7)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(
+    "CUDAExecutionProvider" not in onnxruntime.get_available_providers(),
+    reason="onnxruntime-gpu with its CUDA provider is not installed here",
+)
+def test_kept_outputs_stay_on_the_gpu_under_ort_cuda(tmp_path):
+    """ONNX Runtime returns unbound outputs in host memory: the kept cache must be bound to
+    the device, and stay there between steps."""
+    from daemon.runtime.ort_values import run_keeping
+
+    cache_graph(tmp_path / "cache.onnx")
+    session = onnxruntime.InferenceSession(
+        str(tmp_path / "cache.onnx"), providers=["CUDAExecutionProvider"]
+    )
+    if "CUDAExecutionProvider" not in session.get_providers():
+        pytest.skip("the CUDA provider fell back to the CPU: no usable GPU")
+    kept = np.zeros((1, 0), np.float32)
+    for n in (3, 1, 2):
+        y, kept = run_keeping(
+            session, {"x": np.full((1, n), n, np.float32), "past": kept}, {"present"}, "cuda", 0
+        )
+        assert kept.device_name() == "cuda" and isinstance(y, np.ndarray)
+    assert kept.numpy().shape == (1, 6)
