@@ -269,9 +269,8 @@ def test_every_thread_allocates_on_the_configured_gpu():
     callback) that never set it would allocate on GPU 0."""
     import threading
 
-    from daemon.runtime.trt import Cuda
-
     from daemon.runtime.gpu import cuda_runtime
+    from daemon.runtime.trt import Cuda
 
     real = cuda_runtime()  # the double offers nothing the real runtime lacks
     assert all(hasattr(real, name) for name in ("cudaSetDevice", "cudaMalloc"))
