@@ -7,12 +7,10 @@ outside the base topic, by filter (wildcards allowed), with handlers that get th
 
 from __future__ import annotations
 
-import json
 import logging
 import socket
 import sys
 from collections.abc import Callable
-from typing import Any
 
 from daemon.config import MqttConfig
 from daemon.errors import FastvoiceError
@@ -104,9 +102,6 @@ class MqttLink:
 
     def publish(self, topic: str, payload: bytes | str, retain: bool = False) -> None:
         self.client.publish(topic, payload, qos=self.config.qos, retain=retain)
-
-    def publish_json(self, suffix: str, data: dict[str, Any], retain: bool = False) -> None:
-        self.publish(self.topic(suffix), json.dumps(data, separators=(",", ":")), retain)
 
     def _on_connect(self, client, _userdata, _flags, reason_code, _properties) -> None:
         if reason_code.is_failure:

@@ -42,23 +42,24 @@ class Supervisor:
         self.service.start()
         watchdog = sdnotify.watchdog_interval_s()
         tick = min(1.0, watchdog or 1.0)
-        next_stats = time.monotonic() + self.settings.mqtt.stats_interval_s
+        next_stats = time.monotonic() + self.config.mqtt.stats_interval_s
         while not self._stop.wait(tick):
             if self._reload.is_set():
                 self._reload.clear()
                 self.reload()
-                next_stats = min(next_stats, time.monotonic() + self.settings.mqtt.stats_interval_s)
+                next_stats = min(next_stats, time.monotonic() + self.config.mqtt.stats_interval_s)
             if watchdog is not None:
                 self._watchdog()
             if time.monotonic() >= next_stats:
-                next_stats = time.monotonic() + self.settings.mqtt.stats_interval_s
+                next_stats = time.monotonic() + self.config.mqtt.stats_interval_s
                 self.service.outbox.publish_json("stats", self.stats())
                 self.service.refresh_info()
         self.service.stop()
         return 0
 
     @property
-    def settings(self) -> Config:
+    def config(self) -> Config:
+        """The config in force."""
         return self.service.settings.config
 
     def request_stop(self, *_: Any) -> None:
@@ -97,7 +98,7 @@ class Supervisor:
     def stalled(self) -> list[str]:
         """Lanes that died, or that have made no progress on a job for `stall_limit_s` (idle
         ones beat while they wait; paused ones are excused)."""
-        now, limit = time.monotonic(), self.settings.queue.stall_limit_s
+        now, limit = time.monotonic(), self.config.queue.stall_limit_s
         paused = self.service.queue.paused
         return [
             lane.name
@@ -116,7 +117,7 @@ class Supervisor:
         if not self._stall_reported:
             message = (
                 f"{', '.join(stalled)} stalled (no progress for "
-                f"{self.settings.queue.stall_limit_s:g} s); watchdog pings withheld"
+                f"{self.config.queue.stall_limit_s:g} s); watchdog pings withheld"
             )
             log.error("%s: systemd will restart the service", message)
             sdnotify.notify(f"STATUS={message}")
