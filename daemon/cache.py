@@ -36,7 +36,7 @@ def phrase_cache(config) -> PhraseCache | None:
 
     if not config.enabled:
         return None
-    return PhraseCache(config.dir or cache_root() / "phrases", int(config.max_mb * 1_000_000))
+    return PhraseCache(config.dir or cache_root() / "phrases", config.max_bytes)
 
 
 def cache_key(identity: dict[str, Any]) -> str:

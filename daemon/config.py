@@ -278,6 +278,10 @@ class CacheConfig(StrictModel):
         default_factory=list, description="phrases rendered at start, e.g. fixed announcements"
     )
 
+    @property
+    def max_bytes(self) -> int:
+        return int(self.max_mb * 1_000_000)
+
     _resolve = field_validator("dir")(_resolve_path)
 
 

@@ -18,7 +18,7 @@ from daemon.adapters.wyoming_server import WyomingServer
 from daemon.artifact_build import build_missing_artifacts
 from daemon.audio.player import Player
 from daemon.cache import PhraseCache
-from daemon.config import WyomingConfig, load_config
+from daemon.config import Config, WyomingConfig, load_config
 from daemon.errors import FastvoiceError
 from daemon.event_sink import EventSink
 from daemon.intake import JobIntake
@@ -130,7 +130,7 @@ class Service:
         if "queue.max_jobs" in changed:
             self.queue.max_jobs = config.queue.max_jobs
         if "cache.max_mb" in changed and self.cache is not None:
-            self.cache.resize(int(config.cache.max_mb * 1_000_000))
+            self.cache.resize(config.cache.max_bytes)
         self.publish_info()
 
     # --- status ---
@@ -196,9 +196,16 @@ def serve(config_path: Path | None, wyoming: str | None = None, unregister: bool
     from daemon.supervisor import Supervisor
 
     path = config_path_in_use(config_path)
-    config = load_config(path)
-    if wyoming is not None:
-        config = config.model_copy(update={"wyoming": WyomingConfig.checked(wyoming)})
+
+    def load() -> Config:
+        """The file, with `--wyoming` over it (a reload reads the file again: the option
+        stays)."""
+        config = load_config(path)
+        if wyoming is None:
+            return config
+        return config.model_copy(update={"wyoming": WyomingConfig.checked(wyoming)})
+
+    config = load()
     if unregister:
         from daemon.adapters.homeassistant import node_id
         from daemon.adapters.homeassistant import unregister as unregister_discovery
@@ -206,4 +213,4 @@ def serve(config_path: Path | None, wyoming: str | None = None, unregister: bool
         count = unregister_discovery(config)
         print(f"removed {count} Home Assistant entities of node {node_id(config)!r}")
         return 0
-    return Supervisor(build_service(config), path, wyoming_override=wyoming).run()
+    return Supervisor(build_service(config), load).run()

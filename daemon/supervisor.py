@@ -8,13 +8,13 @@ import logging
 import signal
 import threading
 import time
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import psutil
 
 from daemon import sdnotify
-from daemon.config import Config, WyomingConfig, load_config
+from daemon.config import Config
 from daemon.errors import FastvoiceError
 from daemon.service import Service
 
@@ -22,14 +22,10 @@ log = logging.getLogger(__name__)
 
 
 class Supervisor:
-    def __init__(
-        self, service: Service, config_path: Path | None, wyoming_override: str | None = None
-    ) -> None:
-        """`wyoming_override`: the `--wyoming` the service was started with, which a reloaded
-        file does not undo."""
+    def __init__(self, service: Service, load: Callable[[], Config]) -> None:
+        """`load` reads the config as the service was started with it (a reload calls it)."""
         self.service = service
-        self.config_path = config_path
-        self.wyoming_override = wyoming_override
+        self.load = load
         self._stop = threading.Event()
         self._reload = threading.Event()
         self._stall_reported = False
@@ -70,14 +66,11 @@ class Supervisor:
 
     def reload(self) -> None:
         try:
-            loaded = load_config(self.config_path)
+            loaded = self.load()
         except FastvoiceError as error:
             log.error("config reload refused, keeping the old config: %s", error)
             sdnotify.notify(f"STATUS=config reload refused: {str(error).splitlines()[0]}")
             return
-        if self.wyoming_override is not None:
-            override = WyomingConfig.checked(self.wyoming_override)
-            loaded = loaded.model_copy(update={"wyoming": override})
         report = self.service.settings.reload(loaded)
         self.service.apply(report)
         if report.restart_needed:
