@@ -145,7 +145,7 @@ def _encode(sample_rate: int, pieces: list[AudioPiece]) -> bytes:
     header = json.dumps(
         {
             "sample_rate": sample_rate,
-            "pieces": [[len(p.samples), p.sentence_end] for p in pieces],
+            "pieces": [[len(p.samples), p.sentence_end, p.silence] for p in pieces],
             "sha256": hashlib.sha256(payload).hexdigest(),
         }
     ).encode()
@@ -163,8 +163,9 @@ def _decode(data: bytes) -> tuple[int, list[AudioPiece]] | None:
             return None
         samples = np.frombuffer(payload, dtype="<f4").astype(np.float32)
         pieces, offset = [], 0
-        for count, sentence_end in header["pieces"]:
-            pieces.append(AudioPiece(samples[offset : offset + count], bool(sentence_end)))
+        for count, sentence_end, silence in header["pieces"]:
+            piece = samples[offset : offset + count]
+            pieces.append(AudioPiece(piece, bool(sentence_end), silence=bool(silence)))
             offset += count
         if offset != len(samples):
             return None

@@ -171,7 +171,7 @@ def _say_here(args: argparse.Namespace, text: str) -> int:
     first = next(chunks)
     pause = config.audio.sentence_pause_s if args.sentence_pause is None else args.sentence_pause
     blocks = join_sentences(
-        ((chunk.samples, chunk.sentence_end) for chunk in itertools.chain([first], chunks)),
+        itertools.chain([first], chunks),
         rate,
         pause,
         config.audio.fade_ms,
@@ -206,6 +206,30 @@ def _write_raw(blocks: Iterable[np.ndarray]) -> int:
             out.flush()
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 0
+
+
+def cmd_text(args: argparse.Namespace) -> int:
+    """One line per utterance, as the voice will say it; pauses on lines of their own."""
+    from daemon.config import load_config
+    from daemon.settings import Settings
+    from daemon.synthesizer import Synthesizer
+    from daemon.text.script import Utterance, describe
+
+    config = load_config(args.config)
+    registry, _ = _setup(config)
+    synthesizer = Synthesizer(registry, Settings(config))
+    voice = registry.require(args.voice)
+    for item in synthesizer.script(_read_text(args.text), voice, ssml=args.ssml):
+        print(describe(item, voice))
+        if args.phonemes and isinstance(item, Utterance):
+            spoken = registry.get(item.voice)
+            phonemize = getattr(spoken, "phonemes", None)
+            if phonemize is None:
+                print(f"    (voice {item.voice} does not speak through phonemes)")
+                continue
+            for sentence in phonemize(item.parts):
+                print("    " + "".join(sentence))
     return 0
 
 
@@ -412,6 +436,19 @@ def build_parser() -> argparse.ArgumentParser:
         "queues the job; --raw, --device, --no-cache and the scale and pause options imply it)",
     )
     say.set_defaults(handler=cmd_say)
+
+    text = commands.add_parser(
+        "text",
+        parents=[common],
+        help="print what a voice will say: the words after normalisation, SSML and the lexicon",
+    )
+    text.add_argument("text", help="text or SSML, or - to read standard input")
+    text.add_argument("--voice", help="voice name (see `fastvoice voices`)")
+    text.add_argument("--phonemes", action="store_true", help="print the phonemes too")
+    text.add_argument(
+        "--ssml", action="store_true", help="read the text as SSML even without <speak>"
+    )
+    text.set_defaults(handler=cmd_text)
 
     serve = commands.add_parser(
         "serve", parents=[common], help="run the service: MQTT commands, queue, playback"

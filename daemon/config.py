@@ -244,11 +244,79 @@ class GpuConfig(StrictModel):
         return int(self.vram_budget_mb * 2**20)
 
 
+class PhonemeEntry(StrictModel):
+    phonemes: str = Field(min_length=1, max_length=400, description="IPA, in the voice's set")
+
+
+LexiconEntry = Annotated[str, Field(min_length=1, max_length=400)] | PhonemeEntry
+LexiconWords = dict[Annotated[str, Field(min_length=1, max_length=100)], LexiconEntry]
+
+
+class LexiconConfig(StrictModel):
+    """Words said another way: a respelling, or IPA phonemes. A file's entries come first and
+    the inline ones override them; a voice's own entries override the global ones."""
+
+    file: Path | None = Field(None, description="YAML file with `words:` and `voices:`")
+    words: LexiconWords = Field(default_factory=dict, description="word → respelling or phonemes")
+    voices: dict[VoiceName, LexiconWords] = Field(
+        default_factory=dict, description="voice → its own words"
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _merge_file(cls, data: Any, info: ValidationInfo) -> Any:
+        if not isinstance(data, dict) or data.get("file") is None:
+            return data
+        path = _resolve_path(Path(str(data["file"])), info)
+        assert path is not None
+        loaded = _read_lexicon_file(path)
+        voices = {
+            voice: {**loaded.get("voices", {}).get(voice, {}), **(words or {})}
+            for voice, words in (data.get("voices") or {}).items()
+        }
+        for voice, words in (loaded.get("voices") or {}).items():
+            voices.setdefault(voice, words)
+        return {
+            **data,
+            "file": path,
+            "words": {**(loaded.get("words") or {}), **(data.get("words") or {})},
+            "voices": voices,
+        }
+
+
+def _read_lexicon_file(path: Path) -> dict[str, Any]:
+    import yaml
+
+    try:
+        raw = path.read_bytes()
+    except OSError as error:
+        raise ValueError(f"file: cannot read {path}: {error.strerror or error}") from None
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise ValueError(f"file: {path} is {len(raw)} bytes, above {MAX_CONFIG_BYTES}")
+    try:
+        loaded = yaml.safe_load(raw.decode("utf-8"))
+    except (UnicodeDecodeError, yaml.YAMLError) as error:
+        raise ValueError(f"file: {path} is not valid YAML: {error}") from None
+    if loaded is None:
+        return {}
+    if not isinstance(loaded, dict) or set(loaded) - {"words", "voices"}:
+        raise ValueError(f"file: {path} must be a mapping with only `words:` and `voices:`")
+    for key in ("words", "voices"):
+        if not isinstance(loaded.get(key) or {}, dict):
+            raise ValueError(f"file: {path}: `{key}` must be a mapping")
+    return loaded
+
+
 class TextConfig(StrictModel):
     max_chars: int = Field(10_000, ge=1, le=1_000_000, description="longest text accepted")
     max_sentence_chars: int = Field(
         400, ge=20, le=10_000, description="longer sentences are split at a pause or a space"
     )
+    normalize: bool = Field(
+        True, description="read times, dates, money, measures and abbreviations as words"
+    )
+    ssml_max_depth: int = Field(32, ge=2, le=256, description="deepest nesting of SSML tags")
+    lexicon: LexiconConfig = Field(default_factory=LexiconConfig)
 
 
 class AudioConfig(StrictModel):
@@ -471,6 +539,11 @@ class Config(StrictModel):
         known = ", ".join(sorted(self.voices)) or "none"
         if self.voice not in self.voices:
             raise ValueError(f"voice: {self.voice!r} is not among the voices ({known})")
+        for voice in self.text.lexicon.voices:
+            if voice not in self.voices:
+                raise ValueError(
+                    f"text.lexicon.voices: {voice!r} is not among the voices ({known})"
+                )
         for index, item in enumerate(self.cache.pregenerate):
             if item.voice is not None and item.voice not in self.voices:
                 raise ValueError(

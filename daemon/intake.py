@@ -14,7 +14,7 @@ from daemon.jobs import DuplicateJob, Job, JobQueue, QueueFull
 from daemon.journal import JobJournal
 from daemon.lanes import Lane
 from daemon.settings import Settings
-from daemon.text import prepare
+from daemon.text.prepare import prepare
 from daemon.voices.registry import VoiceRegistry
 
 
@@ -40,8 +40,8 @@ class JobIntake:
         """Checks and queues a command. None when accepted, else why not (also sent as a
         `rejected` event)."""
         try:
-            prepare(command.text, self.settings.config.text)
             voice = self.voices.require(command.voice)
+            prepare(command.text, self.settings.config.text, voice, self.voices)
         except FastvoiceError as error:
             self.events.emit("rejected", None, id=command.id, reason="invalid", message=str(error))
             return str(error)

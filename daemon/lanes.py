@@ -17,6 +17,7 @@ import numpy as np
 
 from daemon.audio.pcm import join_sentences
 from daemon.audio.pcm_stream import encode_chunk
+from daemon.audio.piece import AudioPiece
 from daemon.audio.player import Player
 from daemon.audio.wav import wav_bytes
 from daemon.errors import FastvoiceError, reason_code
@@ -126,7 +127,7 @@ class Lane(threading.Thread):
         if requeue:
             self.queue.put(job, requeue=True)
 
-    def _sentences(self, job: Job, rate: int) -> Iterator[tuple[np.ndarray, bool]]:
+    def _sentences(self, job: Job, rate: int) -> Iterator[AudioPiece]:
         command = job.command
         options = SpeechOptions(
             speaker=command.speaker, volume=1.0 if command.volume is None else command.volume
@@ -144,7 +145,7 @@ class Lane(threading.Thread):
             if job.first_audio is None:
                 job.first_audio, job.cache_hit = time.monotonic(), chunk.from_cache
             job.audio_s += len(chunk.samples) / rate
-            yield chunk.samples, chunk.sentence_end
+            yield chunk
 
     def _speak(self, job: Job) -> None:
         command = job.command

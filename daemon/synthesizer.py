@@ -1,9 +1,9 @@
-"""Text → sentences → voice → audio chunks, one sentence at a time so playback starts early."""
+"""Text → script → voices → audio pieces, one utterance at a time so playback starts early."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 import numpy as np
 
@@ -12,7 +12,8 @@ from daemon.audio.piece import AudioPiece
 from daemon.cache import PhraseCache, cache_key
 from daemon.errors import TextError
 from daemon.settings import Settings
-from daemon.text import prepare
+from daemon.text.prepare import prepare
+from daemon.text.script import Pause, Script, Utterance, cache_form
 from daemon.voices.base import SpeechOptions
 from daemon.voices.registry import VoiceRegistry
 
@@ -25,17 +26,27 @@ class Synthesizer:
         self.settings = settings
         self.cache = cache
 
+    def script(self, text: object, voice: str | None = None, *, ssml: bool = False) -> Script:
+        """What `synthesize` would speak; raises TextError or VoiceError naming the problem."""
+        name = self.voices.require(voice)
+        return prepare(text, self.settings.config.text, name, self.voices, ssml_text=ssml)
+
     def synthesize(
-        self, text: object, voice: str | None = None, options: SpeechOptions | None = None
+        self,
+        text: object,
+        voice: str | None = None,
+        options: SpeechOptions | None = None,
+        *,
+        ssml: bool = False,
     ) -> Iterator[AudioPiece]:
-        """Yields chunks as they are made. Bad text or voice raises before any audio."""
+        """Yields pieces as they are made. Bad text or voice raises before any audio."""
         with self.voices.backend.request():
-            yield from self._synthesize(text, voice, options or SpeechOptions())
+            yield from self._synthesize(text, voice, options or SpeechOptions(), ssml)
 
     def _synthesize(
-        self, text: object, voice: str | None, options: SpeechOptions
+        self, text: object, voice: str | None, options: SpeechOptions, ssml: bool
     ) -> Iterator[AudioPiece]:
-        sentences = prepare(text, self.settings.config.text)
+        script = self.script(text, voice, ssml=ssml)
         chosen = self.voices.get(voice)
         rate = chosen.info.sample_rate
         gain = np.float32(options.volume)
@@ -45,25 +56,51 @@ class Synthesizer:
 
         key = None
         if self.cache is not None:
+            used = {item.voice for item in script if isinstance(item, Utterance)}
             key = cache_key(
                 {
                     "voice": chosen.identity(),
-                    "sentences": sentences,
+                    "voices": [self.voices.get(name).identity() for name in sorted(used)],
+                    "script": cache_form(script),
                     "options": {**asdict(options), "volume": None},
                 }
             )
             hit = self.cache.get(key)
             if hit is not None and hit[0] == rate:
                 for piece in hit[1]:
-                    yield AudioPiece(scaled(piece.samples), piece.sentence_end, from_cache=True)
+                    yield replace(piece, samples=scaled(piece.samples), from_cache=True)
                 return
         rendered: list[AudioPiece] = []
-        for sentence in sentences:
-            faults.hang_if_marked(sentence)
-            for piece in chosen.synthesize_sentence(sentence, options):
+        for item in script:
+            pieces = (
+                [AudioPiece(np.zeros(round(item.seconds * rate), np.float32), silence=True)]
+                if isinstance(item, Pause)
+                else self._utterance(item, options, rate)
+            )
+            for piece in pieces:
                 rendered.append(piece)
-                yield AudioPiece(scaled(piece.samples), piece.sentence_end)
-        if not rendered:
+                yield replace(piece, samples=scaled(piece.samples))
+        if not any(not piece.silence for piece in rendered):
             raise TextError("the text holds nothing speakable")
         if self.cache is not None and key is not None:
             self.cache.put(key, rate, rendered)
+
+    def _utterance(
+        self, utterance: Utterance, options: SpeechOptions, rate: int
+    ) -> Iterator[AudioPiece]:
+        """One utterance at the request's rate: in another voice (SSML), resampled to it."""
+        voice = self.voices.get(utterance.voice)
+        faults.hang_if_marked(utterance.words())
+        options = replace(options, rate=options.rate * utterance.rate)
+        resampler = None
+        if voice.info.sample_rate != rate:
+            import soxr
+
+            resampler = soxr.ResampleStream(voice.info.sample_rate, rate, 1, dtype="float32")
+        for piece in voice.synthesize_sentence(utterance.parts, options):
+            samples = piece.samples
+            if resampler is not None:
+                samples = resampler.resample_chunk(samples, last=piece.sentence_end)
+            if utterance.volume != 1.0:
+                samples = np.clip(samples * np.float32(utterance.volume), -1.0, 1.0)
+            yield replace(piece, samples=samples)

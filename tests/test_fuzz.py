@@ -32,7 +32,8 @@ from daemon.commands import (
 from daemon.config import Config, HermesConfig, TextConfig, parse_config, read_config_file
 from daemon.errors import ConfigError, FastvoiceError, TextError
 from daemon.settings import Settings
-from daemon.text import prepare
+from daemon.text.prepare import prepare
+from daemon.text.script import Utterance
 
 LIMIT = 65_536
 
@@ -268,28 +269,30 @@ def test_wyoming_events_get_answers_or_errors_never_exceptions(wyoming_server, e
     | st.integers()
     | st.none()
 )
-def test_text_frontend_gives_bounded_sentences_or_a_text_error(text):
+def test_text_frontend_gives_bounded_sentences_or_a_text_error(registry, text):
+    """Plain text: normalised, then cut into sentences of at most the configured length."""
     config = TextConfig(max_chars=500, max_sentence_chars=40)
     try:
-        sentences = prepare(text, config)
+        script = prepare(text, config, registry.default, registry)
     except TextError as error:
         assert_named(error)
         return
-    assert sentences
-    for sentence in sentences:
-        assert sentence.strip() and len(sentence) <= 40
+    utterances = [item for item in script if isinstance(item, Utterance)]
+    assert utterances
+    for utterance in utterances:
+        assert utterance.words().strip() and len(utterance.words()) <= 40
 
 
 @SOME
 @given(st.text(max_size=80))
-def test_phonemizer_takes_any_text(voice, text):
+def test_phonemizer_takes_any_text(registry, voice, text):
     """espeak-ng runs in our process: an input that crashed it would take the service down."""
     try:
-        sentences = prepare(text, TextConfig())
+        script = prepare(text, TextConfig(), voice.name, registry)
     except TextError:
         return
-    for sentence in sentences:
-        for phonemes in voice.phonemes(sentence):
+    for utterance in script:
+        for phonemes in voice.phonemes(utterance.parts):
             assert all(isinstance(i, int) for i in voice.phoneme_ids(phonemes))
 
 

@@ -2,7 +2,8 @@ import pytest
 
 from daemon.config import TextConfig
 from daemon.errors import TextError
-from daemon.text import clean, prepare, split_sentences
+from daemon.text.cleaning import clean, split_sentences
+from daemon.text.prepare import prepare
 
 
 def test_clean_drops_controls_and_invisible_characters():
@@ -41,21 +42,21 @@ def test_unbroken_run_is_cut_hard():
     assert [len(p) for p in pieces] == [100, 100, 50]
 
 
-def test_prepare_refuses_text_over_the_configured_maximum():
+def test_prepare_refuses_text_over_the_configured_maximum(registry):
     with pytest.raises(TextError, match=r"text is 101 characters, above the maximum 100"):
-        prepare("a" * 101, TextConfig(max_chars=100))
+        prepare("a" * 101, TextConfig(max_chars=100), registry.default, registry)
 
 
-@pytest.mark.parametrize("text", ["", "   \n\t ", "\x00\x01\u200b"])
-def test_prepare_refuses_empty_text(text):
+@pytest.mark.parametrize("text", ["", "   \n\t ", "\x00\x01\u200b", "<speak> </speak>"])
+def test_prepare_refuses_empty_text(registry, text):
     with pytest.raises(TextError, match="text is empty"):
-        prepare(text, TextConfig())
+        prepare(text, TextConfig(), registry.default, registry)
 
 
 @pytest.mark.parametrize("value", [None, 42, b"bytes", ["list"]])
-def test_prepare_refuses_non_strings(value):
+def test_prepare_refuses_non_strings(registry, value):
     with pytest.raises(TextError, match="text must be a string"):
-        prepare(value, TextConfig())
+        prepare(value, TextConfig(), registry.default, registry)
 
 
 def test_cjk_full_stops_split_without_spaces():

@@ -28,7 +28,7 @@ from wyoming.tts import (
 
 from daemon.audio.pcm import to_int16
 from daemon.errors import FastvoiceError, reason_code
-from daemon.text import complete_sentences_end
+from daemon.text.cleaning import complete_sentences_end
 
 if TYPE_CHECKING:
     from daemon.adapters.wyoming_server import WyomingServer
@@ -86,9 +86,16 @@ class _Stream:
 
     voice: str | None
     speaker: str | None
+    ssml: bool = False  # SSML is spoken whole, at the stream's end
     pending: str = ""
     started: bool = False
     rate: int = 0
+
+
+def _ssml(request: Synthesize | SynthesizeStart) -> bool:
+    """Whether the client marked its text as SSML (wyoming 1.10's `text_format`)."""
+    text_format = getattr(request, "text_format", None)
+    return getattr(text_format, "value", text_format) == "ssml"
 
 
 class WyomingConnection(AsyncEventHandler):
@@ -133,7 +140,7 @@ class WyomingConnection(AsyncEventHandler):
         elif SynthesizeStart.is_type(event.type):
             start = SynthesizeStart.from_event(event)
             voice = start.voice
-            self.stream = _Stream(voice and voice.name, voice and voice.speaker)
+            self.stream = _Stream(voice and voice.name, voice and voice.speaker, _ssml(start))
             self.stream.rate = self.server.rate_of(self.stream.voice)
         elif SynthesizeChunk.is_type(event.type) and self.stream is not None:
             self.stream.pending += SynthesizeChunk.from_event(event).text
@@ -155,7 +162,7 @@ class WyomingConnection(AsyncEventHandler):
             voice = request.voice
             name, speaker = (voice.name, voice.speaker) if voice else (None, None)
             rate = self.server.rate_of(name)
-            blocks = self.server.blocks(request.text, name, speaker)
+            blocks = self.server.blocks(request.text, name, speaker, ssml=_ssml(request))
             first = await self._next(blocks)  # bad text or voice fails before audio-start
             start = AudioStart(rate=rate, width=WIDTH, channels=CHANNELS)
             await self.write_event(start.event())
@@ -170,6 +177,8 @@ class WyomingConnection(AsyncEventHandler):
         """Speaks the complete sentences received so far (all of it when `final`)."""
         stream = self.stream
         assert stream is not None
+        if stream.ssml and not final:
+            return
         end = len(stream.pending) if final else complete_sentences_end(stream.pending)
         longest = self.server.settings.config.text.max_sentence_chars
         if not final and end == 0 and len(stream.pending) > longest:
@@ -177,7 +186,7 @@ class WyomingConnection(AsyncEventHandler):
         text, stream.pending = stream.pending[:end], stream.pending[end:]
         if not text.strip():
             return
-        blocks = self.server.blocks(text, stream.voice, stream.speaker)
+        blocks = self.server.blocks(text, stream.voice, stream.speaker, ssml=stream.ssml)
         first = await self._next(blocks)
         if not stream.started:
             start = AudioStart(rate=stream.rate, width=WIDTH, channels=CHANNELS)

@@ -98,15 +98,17 @@ class WyomingServer(threading.Thread):
         )
         return Info(tts=[program])
 
-    def blocks(self, text: str, voice: str | None, speaker: str | None) -> Iterator[np.ndarray]:
+    def blocks(
+        self, text: str, voice: str | None, speaker: str | None, *, ssml: bool = False
+    ) -> Iterator[np.ndarray]:
         """The audio of `text` as `fastvoice say` makes it (sentence pauses and fades)."""
         options = SpeechOptions(speaker=int(speaker) if speaker and speaker.isdigit() else speaker)
         name = self.synthesizer.voices.require(voice)
-        chunks = self.synthesizer.synthesize(text, name, options)
+        chunks = self.synthesizer.synthesize(text, name, options, ssml=ssml)
         audio = self.settings.config.audio
         return self._admitted(
             join_sentences(
-                ((chunk.samples, chunk.sentence_end) for chunk in chunks),
+                chunks,
                 self.rate_of(name),
                 audio.sentence_pause_s,
                 audio.fade_ms,

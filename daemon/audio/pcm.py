@@ -6,6 +6,8 @@ from collections.abc import Iterable, Iterator
 
 import numpy as np
 
+from daemon.audio.piece import AudioPiece
+
 INT16_MAX = 32767
 
 
@@ -36,17 +38,23 @@ def fade_edges(
 
 
 def join_sentences(
-    pieces: Iterable[tuple[np.ndarray, bool]], sample_rate: int, pause_s: float, fade_ms: float
+    pieces: Iterable[AudioPiece], sample_rate: int, pause_s: float, fade_ms: float
 ) -> Iterator[np.ndarray]:
-    """Pieces of sentences (samples, ends-a-sentence) as one stream: a sentence fades in and out,
-    pieces inside a sentence join untouched, and `pause_s` of silence separates sentences."""
+    """Pieces of sentences as one stream: a sentence fades in and out, pieces inside a sentence
+    join untouched, and `pause_s` of silence separates sentences, unless the text asked for a
+    silence of its own there."""
     pause = np.zeros(int(sample_rate * pause_s), dtype=np.float32)
-    starts_sentence, first = True, True
-    for samples, ends_sentence in pieces:
-        if starts_sentence and not first and pause.size:
+    starts_sentence, paused = True, True
+    for piece in pieces:
+        if piece.silence:
+            starts_sentence, paused = True, True
+            if piece.samples.size:
+                yield piece.samples
+            continue
+        if starts_sentence and not paused and pause.size:
             yield pause
-        yield fade_edges(samples, sample_rate, fade_ms, starts_sentence, ends_sentence)
-        starts_sentence, first = ends_sentence, False
+        yield fade_edges(piece.samples, sample_rate, fade_ms, starts_sentence, piece.sentence_end)
+        starts_sentence, paused = piece.sentence_end, False
 
 
 def to_int16(samples: np.ndarray) -> np.ndarray:

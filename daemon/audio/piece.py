@@ -11,8 +11,11 @@ import numpy as np
 @dataclass(frozen=True)
 class AudioPiece:
     """Float32 mono samples in [-1, 1] at the voice's rate: a sentence, or a piece of one
-    (`sentence_end` on its last piece); `from_cache` when it was not synthesized now."""
+    (`sentence_end` on its last piece); `from_cache` when it was not synthesized now; `silence`
+    for a pause the text asked for (an SSML break), which stands in place of the pause between
+    sentences."""
 
     samples: np.ndarray
     sentence_end: bool = True
     from_cache: bool = False
+    silence: bool = False

@@ -8,7 +8,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from daemon.audio.piece import AudioPiece
+from daemon.errors import TextError
 from daemon.runtime.base import StageReport
+from daemon.text.script import Part, Phonemes, Utterance
 
 
 @dataclass(frozen=True)
@@ -20,6 +22,7 @@ class SpeechOptions:
     noise_scale: float | None = None
     noise_w: float | None = None
     volume: float = 1.0
+    rate: float = 1.0  # SSML's speaking rate: 2 is twice as fast
 
 
 @dataclass(frozen=True)
@@ -49,9 +52,21 @@ class Voice(ABC):
     def identity(self) -> dict[str, Any]:
         """Everything that shapes this voice's audio (files and settings): a phrase cache key."""
 
+    def check_utterance(self, utterance: Utterance) -> None:
+        """Raises TextError for what this voice cannot do: by default, phonemes or a rate."""
+        if any(isinstance(part, Phonemes) for part in utterance.parts):
+            raise TextError(f"voice {self.info.name!r} ({self.info.family}) takes no phonemes")
+        if utterance.rate != 1.0:
+            raise TextError(
+                f"voice {self.info.name!r} ({self.info.family}) cannot change its speaking rate"
+            )
+
     @abstractmethod
-    def synthesize_sentence(self, sentence: str, options: SpeechOptions) -> Iterator[AudioPiece]:
-        """Audio at `info.sample_rate`, piece by piece as it is made.
+    def synthesize_sentence(
+        self, sentence: str | tuple[Part, ...], options: SpeechOptions
+    ) -> Iterator[AudioPiece]:
+        """Audio at `info.sample_rate`, piece by piece as it is made, of a sentence or of one
+        utterance's parts (words, and phonemes where the voice takes them).
 
         Yields nothing when the sentence holds nothing speakable.
         """

@@ -24,6 +24,7 @@ from daemon.config import CosyVoice2VoiceConfig
 from daemon.errors import VoiceError
 from daemon.runtime.artifacts import source_identity
 from daemon.runtime.base import Backend, Stage
+from daemon.text.script import Part, Utterance, join_words
 from daemon.voices.base import SpeechOptions, Voice, VoiceInfo
 from daemon.voices.hift import istft
 from daemon.voices.sampling import Draws, ras_sample
@@ -105,10 +106,17 @@ class CosyVoice2Voice(Voice):
     def text_tokens(self, text: str) -> list[int]:
         return self.tokenizer.encode(text, add_special_tokens=False).ids
 
-    def synthesize_sentence(self, sentence: str, options: SpeechOptions) -> Iterator[AudioPiece]:
+    def synthesize_sentence(
+        self, sentence: str | tuple[Part, ...], options: SpeechOptions
+    ) -> Iterator[AudioPiece]:
         asked = [name for name in NOT_TAKEN if getattr(options, name) is not None]
+        if options.rate != 1.0:
+            asked.append("rate")
         if asked:
             raise VoiceError(f"voice {self.name!r} (cosyvoice2) does not take {', '.join(asked)}")
+        if not isinstance(sentence, str):
+            self.check_utterance(Utterance(sentence))
+            sentence = join_words(str(part) for part in sentence)
         speaker = self.speakers[
             self.default_speaker if options.speaker is None else self._speaker_name(options.speaker)
         ]

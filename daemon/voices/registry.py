@@ -8,6 +8,7 @@ import threading
 from daemon.config import Config
 from daemon.errors import VoiceError
 from daemon.runtime.base import Backend
+from daemon.text.script import Utterance
 from daemon.voices.base import Voice
 
 # Family → (module, class), imported when a voice of the family is first loaded: a command that
@@ -45,6 +46,13 @@ class VoiceRegistry:
         if name not in self.configs:
             raise VoiceError(f"unknown voice {name!r} (known: {', '.join(self.names)})")
         return name
+
+    def language(self, name: str) -> str:
+        return self.get(name).info.language
+
+    def check(self, name: str, utterance: Utterance) -> None:
+        """Raises TextError if the voice cannot speak the utterance as written."""
+        self.get(name).check_utterance(utterance)
 
     def get(self, name: str | None = None) -> Voice:
         name = self.require(name)

@@ -16,9 +16,10 @@ import numpy as np
 
 from daemon.audio.piece import AudioPiece
 from daemon.config import VitsVoiceConfig
-from daemon.errors import GpuOutOfMemory, VoiceError
+from daemon.errors import GpuOutOfMemory, TextError, VoiceError
 from daemon.runtime.artifacts import source_identity
 from daemon.runtime.base import Backend, Stage
+from daemon.text.script import Part, Phonemes, Utterance, join_words
 from daemon.voices.base import SpeechOptions, Voice, VoiceInfo
 
 REQUIRED_INPUTS = {"input", "input_lengths", "scales"}
@@ -196,12 +197,42 @@ class VitsVoice(Voice):
             f"(names: {', '.join(self.info.speakers[:10])}…; or an index 0 to {count - 1})"
         )
 
-    def phonemes(self, sentence: str) -> list[list[str]]:
+    def phonemes(self, sentence: str | tuple[Part, ...]) -> list[list[str]]:
+        """Phonemes per sentence as espeak-ng splits them; an utterance with phonemes of its
+        own is one sentence, its words phonemized around them."""
+        parts = (sentence,) if isinstance(sentence, str) else sentence
+        if not any(isinstance(part, Phonemes) for part in parts):
+            return self._phonemize(join_words(str(part) for part in parts))
+        joined: list[str] = []
+        for part in parts:
+            if joined:
+                joined.append(" ")
+            if isinstance(part, Phonemes):
+                joined.extend(_symbols(part))
+            else:
+                for said in self._phonemize(part):
+                    joined.extend(said)
+        return [joined]
+
+    def _phonemize(self, text: str) -> list[list[str]]:
         from piper.config import PhonemeType
 
         if self.piper.phoneme_type == PhonemeType.TEXT:
-            return [list(unicodedata.normalize("NFD", sentence))]
-        return [p for p in _phonemize_espeak(self.piper.espeak_voice, sentence) if p]
+            return [list(unicodedata.normalize("NFD", text))]
+        return [p for p in _phonemize_espeak(self.piper.espeak_voice, text) if p]
+
+    def check_utterance(self, utterance: Utterance) -> None:
+        """Phonemes must be in the voice's set; any rate is fine (it scales the length)."""
+        known = self.piper.phoneme_id_map
+        for part in utterance.parts:
+            if not isinstance(part, Phonemes):
+                continue
+            unknown = sorted({symbol for symbol in _symbols(part) if symbol not in known})
+            if unknown:
+                listed = ", ".join(f"{s!r} (U+{ord(s):04X})" for s in unknown)
+                raise TextError(
+                    f"phonemes {part.symbols!r}: {listed} not in voice {self.name!r}'s phoneme set"
+                )
 
     def phoneme_ids(self, phonemes: list[str]) -> list[int]:
         from piper.phoneme_ids import phonemes_to_ids
@@ -215,7 +246,8 @@ class VitsVoice(Voice):
         scales = np.array(
             [
                 pick(options.noise_scale, self.config.noise_scale, self.piper.noise_scale),
-                pick(options.length_scale, self.config.length_scale, self.piper.length_scale),
+                pick(options.length_scale, self.config.length_scale, self.piper.length_scale)
+                / options.rate,
                 pick(options.noise_w, self.config.noise_w, self.piper.noise_w_scale),
             ],
             dtype=np.float32,
@@ -232,7 +264,9 @@ class VitsVoice(Voice):
             feeds["sid"] = np.array([speaker], dtype=np.int64)
         return feeds
 
-    def synthesize_sentence(self, sentence: str, options: SpeechOptions) -> Iterator[AudioPiece]:
+    def synthesize_sentence(
+        self, sentence: str | tuple[Part, ...], options: SpeechOptions
+    ) -> Iterator[AudioPiece]:
         for phonemes in self.phonemes(sentence):
             feeds = self._feeds(self.phoneme_ids(phonemes), options)
             gain = _StreamingGain(self.piper.sample_rate) if self.config.normalize else None
@@ -292,6 +326,11 @@ class VitsVoice(Voice):
             ahead_s = made_s - (time.perf_counter() - first_yield)  # if playback began at once
             budget = int(BUDGET_SHARE * ahead_s * frames_per_s) - 2 * CONTEXT_FRAMES
             start, size = end, min(max(budget, FIRST_WINDOW_FRAMES), largest)
+
+
+def _symbols(phonemes: Phonemes) -> list[str]:
+    """IPA as Piper's phoneme ids see it: decomposed, one code point per symbol."""
+    return list(unicodedata.normalize("NFD", phonemes.symbols))
 
 
 class _StreamingGain:

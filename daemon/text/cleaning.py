@@ -1,4 +1,4 @@
-"""Text in, sentences out: cleaned of what a phonemizer chokes on, bounded in length.
+"""Plain text cleaned of what a phonemizer chokes on, and split into sentences of bounded length.
 
 Splitting before phonemizing lets the first sentence play while the rest is still being
 synthesized, and keeps any one inference small (long unpunctuated runs are cut at a pause).
@@ -8,9 +8,6 @@ from __future__ import annotations
 
 import re
 import unicodedata
-
-from daemon.config import TextConfig
-from daemon.errors import TextError
 
 # Sentence ends (with any closing quotes): ASCII forms need a following space, CJK forms don't.
 _SENTENCE_END = re.compile(r"([.!?…]+[\"'”’)\]]*)\s+|([。！？]+[\"'”’)\]]*)\s*")
@@ -75,17 +72,3 @@ def complete_sentences_end(text: str) -> int:
     may be the start of a sentence that goes on in the next chunk."""
     ends = [match.end() for match in _SENTENCE_END.finditer(text)]
     return ends[-1] if ends else 0
-
-
-def prepare(text: object, config: TextConfig) -> list[str]:
-    """Validate and split a request's text; raises TextError naming the problem."""
-    if not isinstance(text, str):
-        raise TextError(f"text must be a string, got {type(text).__name__}")
-    if len(text) > config.max_chars:
-        raise TextError(
-            f"text is {len(text)} characters, above the maximum {config.max_chars} (text.max_chars)"
-        )
-    cleaned = clean(text)
-    if not cleaned:
-        raise TextError("text is empty (after removing whitespace and control characters)")
-    return split_sentences(cleaned, config.max_sentence_chars)

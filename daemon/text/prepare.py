@@ -1,0 +1,136 @@
+"""A request's text, plain or SSML, made into the script the voices speak: checked, normalised
+in each voice's language, split into sentences, with the lexicon applied. Every interface takes
+text through here, at acceptance (so bad text is refused before it is queued) and at synthesis."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from daemon.config import LexiconConfig, TextConfig
+from daemon.errors import TextError
+from daemon.text import ssml
+from daemon.text.cleaning import clean, complete_sentences_end, split_sentences
+from daemon.text.lexicon import Lexicon
+from daemon.text.normalize import normalize, say_as
+from daemon.text.script import Part, Pause, Phonemes, Script, Utterance
+
+
+class VoiceDirectory(Protocol):
+    """What the text needs to know of the voices (the voice registry offers it)."""
+
+    def require(self, name: str | None = None) -> str: ...
+
+    def language(self, name: str) -> str: ...
+
+    def check(self, name: str, utterance: Utterance) -> None: ...
+
+
+_lexicons: list[Lexicon] = []
+
+
+def _lexicon(config: LexiconConfig) -> Lexicon:
+    """One compiled lexicon per config in force (a reload brings a new one)."""
+    for lexicon in _lexicons:
+        if lexicon.config is config:
+            return lexicon
+    _lexicons[:] = [Lexicon(config), *_lexicons[:3]]
+    return _lexicons[0]
+
+
+def prepare(
+    text: object, config: TextConfig, voice: str, voices: VoiceDirectory, *, ssml_text: bool = False
+) -> Script:
+    """The script of a request in `voice`; raises TextError naming what is wrong. Text that
+    starts with `<speak` (or any, with `ssml_text`) is SSML."""
+    if not isinstance(text, str):
+        raise TextError(f"text must be a string, got {type(text).__name__}")
+    if len(text) > config.max_chars:
+        raise TextError(
+            f"text is {len(text)} characters, above the maximum {config.max_chars} (text.max_chars)"
+        )
+    base = ssml.Style(voice=voice)
+    if ssml_text or ssml.is_ssml(text):
+        document = text if ssml.is_ssml(text) else f"<speak>{text}</speak>"
+        events = ssml.parse(
+            document, max_depth=config.ssml_max_depth, known_voice=voices.require, style=base
+        )
+    else:
+        events = [ssml.Text(text, base)]
+    script = _Builder(config, voices).build(events)
+    if not any(isinstance(item, Utterance) for item in script):
+        raise TextError("text is empty (after removing whitespace and control characters)")
+    return script
+
+
+class _Builder:
+    def __init__(self, config: TextConfig, voices: VoiceDirectory) -> None:
+        self.config = config
+        self.voices = voices
+        self.lexicon = _lexicon(config.lexicon)
+        self.items: list[Utterance | Pause] = []
+        self.parts: list[Part] = []
+        self.style = ssml.Style()
+
+    def build(self, events: list[ssml.Event]) -> Script:
+        for event in events:
+            if isinstance(event, ssml.Text):
+                self._text(event)
+            elif isinstance(event, ssml.PhonemeRun):
+                self._restyle(event.style)
+                self.parts.append(Phonemes(event.symbols))
+            elif isinstance(event, ssml.Break):
+                self._flush()
+                self.items.append(Pause(event.seconds))
+            else:
+                self._flush()
+        self._flush()
+        return tuple(self.items)
+
+    def _text(self, event: ssml.Text) -> None:
+        style = event.style
+        language = style.language or self.voices.language(str(style.voice))
+        for index, paragraph in enumerate(clean(event.text).split("\n\n")):
+            if index:
+                self._flush()
+            if not paragraph:
+                continue
+            self._restyle(style)
+            if event.say_as is not None:
+                self._add(say_as(paragraph, *event.say_as, language), style)
+                continue
+            words = normalize(paragraph, language) if self.config.normalize else paragraph
+            end = min(len(words), complete_sentences_end(words + " "))
+            longest = self.config.max_sentence_chars
+            for sentence in split_sentences(words[:end], longest):
+                self._add(sentence, style)
+                self._flush()
+            rest = split_sentences(words[end:], longest)
+            for index_in_rest, piece in enumerate(rest):
+                self._add(piece, style)
+                if index_in_rest < len(rest) - 1:
+                    self._flush()
+
+    def _add(self, words: str, style: ssml.Style) -> None:
+        self._restyle(style)
+        self.parts.extend(self.lexicon.apply(words, str(style.voice)))
+
+    def _restyle(self, style: ssml.Style) -> None:
+        """A new voice, rate or volume mid-sentence ends the piece before it, joined without
+        the sentence pause."""
+        if style == self.style or not self.parts:
+            self.style = style
+            return
+        self._flush()
+        self.items.append(Pause(0.0))
+        self.style = style
+
+    def _flush(self) -> None:
+        """Ends the utterance being built (at a sentence's end, a break or a change of style)."""
+        if not self.parts:
+            return
+        style = self.style
+        voice = str(style.voice)
+        utterance = Utterance(tuple(self.parts), voice, style.rate, style.volume)
+        self.voices.check(voice, utterance)
+        self.items.append(utterance)
+        self.parts = []
