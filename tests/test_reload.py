@@ -138,6 +138,47 @@ def test_text_max_chars_bounds_the_next_request(fresh):
     assert "20" in rejected["message"]
 
 
+def test_text_normalize_off_reads_abbreviation_dots_as_sentence_ends(fresh):
+    """Normalised, "Dr. Ng" is one sentence per pair; read as written, every "Dr." ends one:
+    three more sentence pauses of a second each."""
+    text = "Dr. Ng and Dr. Ng and Dr. Ng."
+    fresh.reload(audio={"sentence_pause_s": 1.0})
+    normalised = fresh.wav(text)
+    fresh.reload(audio={"sentence_pause_s": 1.0}, text={"normalize": False})
+    as_written = fresh.wav(text)
+    assert len(as_written) - len(normalised) > 2.5 * 22050
+
+
+def test_text_ssml_max_depth_bounds_the_next_request(fresh):
+    nested = "<speak><p><s><emphasis>Deep.</emphasis></s></p></speak>"
+    fresh.daemon.recorder.event(say(fresh.daemon, text=nested), "finished")
+    fresh.reload(text={"ssml_max_depth": 3})
+    rejected = fresh.daemon.recorder.event(say(fresh.daemon, text=nested), "rejected")
+    assert "text.ssml_max_depth" in rejected["message"]
+
+
+LONG_RESPELLING = "the quick brown fox jumps over the lazy dog by the river bank"
+
+
+@pytest.mark.parametrize("where", ["words", "voices", "file"])
+def test_text_lexicon_reaches_the_next_request_past_the_phrase_cache(fresh, where, tmp_path):
+    before = fresh.wav("Zorblat.")
+    words = {"Zorblat": LONG_RESPELLING}
+    if where == "words":
+        lexicon = {"words": words}
+    elif where == "voices":
+        lexicon = {"voices": {"a": words}}
+    else:
+        (tmp_path / "lexicon.yaml").write_text(f"words:\n  Zorblat: {LONG_RESPELLING}\n")
+        lexicon = {"file": str(tmp_path / "lexicon.yaml")}
+    info = fresh.reload(text={"lexicon": lexicon})
+    assert (
+        f"text.lexicon.{'voices' if where == 'voices' else 'words'}"
+        in (info["config_reload"]["changed"])
+    )
+    assert len(fresh.wav("Zorblat.")) > 3 * len(before)
+
+
 def test_text_max_sentence_chars_reaches_wyoming_streaming(fresh):
     unpunctuated = SynthesizeChunk(text="words without any end " * 3)
     fresh.reload(text={"max_sentence_chars": 30})

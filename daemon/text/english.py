@@ -99,6 +99,8 @@ _UNITS = {
     "Hz": ("hertz", "hertz"),
     "kHz": ("kilohertz", "kilohertz"),
     "MHz": ("megahertz", "megahertz"),
+    "GW": ("gigawatt", "gigawatts"),
+    "MW": ("megawatt", "megawatts"),
     "GB": ("gigabyte", "gigabytes"),
     "MB": ("megabyte", "megabytes"),
     "TB": ("terabyte", "terabytes"),
@@ -208,8 +210,8 @@ def _month_number(text: str) -> int:
 
 def _iso_date(match: re.Match[str], language: str) -> str:
     year, month, day = (match.group(n) for n in ("year", "month", "day"))
-    if not (1 <= int(month) <= 12 and 1 <= int(day) <= 31):
-        return match.group(0)
+    if not (1 <= int(month) <= 12 and 1 <= int(day) <= 31):  # a code written like a date
+        return ", ".join(numbers.digits(group, language) for group in (year, month, day))
     return _date_words(int(day), int(month), year, language)
 
 
@@ -264,6 +266,23 @@ def clock(hours: int, minutes: int, meridiem: str | None, language: str) -> str:
 
 def _meridiem(text: str | None) -> str | None:
     return None if not text else ("AM" if text[0].lower() == "a" else "PM")
+
+
+def _hour_range(match: re.Match[str], language: str) -> str:
+    """ "2-4 pm": two to four PM."""
+    low, high = (numbers.cardinal(match.group(n), language) for n in (1, 2))
+    meridiem = _meridiem(match.group("meridiem"))
+    return f"{low} to {high} {meridiem}{_stop(match)}"
+
+
+def _digit_string(match: re.Match[str], language: str) -> str:
+    """Numbers that are dialled or keyed in: "call 911", "the code is 4821"."""
+    return f"{match.group('cue')} {numbers.digits(match.group('digits'), language)}"
+
+
+def _flight(match: re.Match[str], language: str) -> str:
+    said_digits = numbers.digits(match.group("digits"), language)
+    return f"{match.group('cue')} {spell(match.group('letters'), language)} {said_digits}"
 
 
 def _time(match: re.Match[str], language: str) -> str:
@@ -422,6 +441,23 @@ RULES: list[Rule] = [
     (
         re.compile(rf"\b{_MONTH}\s+(?P<day>\d{{1,2}}){_DAY_SUFFIX}(?:,?\s+(?P<year>\d{{4}}))?\b"),
         _month_day,
+    ),
+    (
+        re.compile(
+            r"\b(1[0-2]|0?[1-9])\s?[–-]\s?(1[0-2]|0?[1-9])\s?(?P<meridiem>[aApP]\.?[mM]\b\.?)"
+        ),
+        _hour_range,
+    ),
+    (
+        re.compile(r"\b(?P<cue>[Ff]light)\s+(?P<letters>[A-Z]{2})\s?(?P<digits>\d{1,4})\b"),
+        _flight,
+    ),
+    (
+        re.compile(
+            r"\b(?P<cue>(?:[Cc]all|[Dd]ial|[Tt]ext)(?: us)?(?: at| on)?|(?:code|PIN|pin|password)"
+            r"(?: is)?:?)\s+(?P<digits>\d{3,})\b(?![.,]\d)"
+        ),
+        _digit_string,
     ),
     (
         re.compile(

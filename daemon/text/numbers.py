@@ -81,7 +81,7 @@ def currency(amount: str, code: str, language: str) -> str | None:
             currency=code,
             separator=_CURRENCY_SEPARATOR,
         )
-    except NotImplementedError:
+    except (NotImplementedError, TypeError, KeyError):  # a currency or option it lacks
         return None
     major, _, minor = words.partition(_CURRENCY_SEPARATOR)
     if value == value.to_integral_value():

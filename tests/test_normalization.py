@@ -1,0 +1,96 @@
+"""Text normalisation: the announcement corpus (tests/data/announcements.tsv) and the rules'
+context, through the same function the synthesizer uses."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from daemon.config import TextConfig
+from daemon.text.normalize import normalize
+from daemon.text.prepare import prepare
+from daemon.text.script import Utterance
+
+CORPUS = Path(__file__).parent / "data" / "announcements.tsv"
+
+
+def corpus() -> list[tuple[str, str, str]]:
+    rows = []
+    for line in CORPUS.read_text(encoding="utf-8").splitlines():
+        if line.startswith("#") or not line.strip():
+            continue
+        language, written, spoken = line.split("\t")
+        rows.append((language, written, spoken))
+    return rows
+
+
+def test_the_corpus_is_large_and_mostly_english_announcements():
+    rows = corpus()
+    assert len(rows) >= 150
+    assert sum(language.startswith("en") for language, _, _ in rows) >= 140
+    assert len({language for language, _, _ in rows}) >= 8
+
+
+@pytest.mark.parametrize(("language", "written", "spoken"), corpus(), ids=lambda v: v[:40])
+def test_corpus(language, written, spoken):
+    assert normalize(written, language) == spoken
+
+
+def test_the_issues_examples_read_as_words(registry):
+    said = [
+        item.words()
+        for item in prepare(
+            "It costs £3.50 or $49.95. Doors open at 8:00 am. Today is 2026-12-03. "
+            "Dr. Smith lives on St. James St. Speed 30 km/h. Call +44 20 7946 0958.",
+            TextConfig(),
+            registry.default,
+            registry,
+        )
+        if isinstance(item, Utterance)
+    ]
+    assert said == [
+        "It costs three pounds fifty or forty-nine dollars and ninety-five cents.",
+        "Doors open at eight AM.",
+        "Today is December third, twenty twenty-six.",
+        "Doctor Smith lives on Saint James Street.",
+        "Speed thirty kilometers per hour.",
+        "Call plus four four, two zero, seven nine four six, zero nine five eight.",
+    ]
+
+
+def test_normalisation_can_be_turned_off(registry):
+    script = prepare(
+        "Dr. Smith arrives at 8:00.", TextConfig(normalize=False), registry.default, registry
+    )
+    assert [item.words() for item in script if isinstance(item, Utterance)] == [
+        "Dr.",
+        "Smith arrives at 8:00.",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("written", "spoken"),
+    [
+        # A sentence-final "St." after a name is the street, and still ends the sentence.
+        ("Meet me on Baker St. Then we go.", "Meet me on Baker Street. Then we go."),
+        # Before a name, and not after one, it is the saint.
+        ("The choir of St. Paul sings.", "The choir of Saint Paul sings."),
+        ("Dr. Who is on.", "Doctor Who is on."),
+        ("Park on Oak Dr. and walk.", "Park on Oak Drive and walk."),
+        # Times need valid hours and minutes; a ratio or score is not a time.
+        ("The ratio is 3:75.", "The ratio is three:seventy-five."),
+        ("Mix 1:2 with water.", "Mix one:two with water."),
+        # Dates need a real month and day; otherwise it is a code, read in its groups.
+        ("Code 2026-13-45 is invalid.", "Code two zero two six, one three, four five is invalid."),
+        # A lone capital letter mid-sentence is the letter, a sentence-initial "A" the article.
+        ("A train is due.", "A train is due."),
+    ],
+)
+def test_context_rules(written, spoken):
+    assert normalize(written, "en_US") == spoken
+
+
+def test_what_the_libraries_lack_for_a_language_is_left_to_espeak():
+    """Swahili: CLDR has its month names (Babel), num2words has no Swahili (money stays)."""
+    assert normalize("Bei 12,50 € na 2026-12-03.", "sw_KE") == "Bei 12,50 € na 3 Desemba 2026."
