@@ -178,6 +178,11 @@ NEVER_FOR_SAY = (
     "daemon.runtime.ort_gpu",
     "daemon.runtime.budget",
     "edge_build",
+    # Plain text without figures needs no number words, CLDR data or XML parser.
+    "num2words",
+    "babel",
+    "defusedxml",
+    "xml.etree",
 )
 NEVER_FOR_HANDOFF = ("numpy", "onnxruntime", "pydantic", "daemon.config", "piper", "yaml")
 

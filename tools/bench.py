@@ -51,6 +51,32 @@ LONG = (
     "from the conductor. We wish you a pleasant journey. Thank you."
 )
 # What a kiosk or a Home Assistant automation says: short and medium announcements.
+ANNOUNCEMENT_400 = (
+    "Attention please: flight BA2490 to London, departing at 10:45 am from gate B12, is delayed "
+    "by approx. 25 min. Passengers should call +44 20 7946 0958 or visit desk 3B. Meals up to "
+    "£12.50 are covered on 2026-12-03 only. Dr. Smith, please go to St. James St. exit, where "
+    "the temperature is -3°C and winds reach 30 km/h. The 2nd call for flight UA857 follows at "
+    "11:05, and 20% of seats remain."
+)
+SSML_400 = (
+    '<speak><p><s>Attention please.</s><s>Flight <say-as interpret-as="characters">BA</say-as> '
+    '2490 boards at <say-as interpret-as="time">10:45 am</say-as>.</s></p><break time="500ms"/>'
+    '<p><prosody rate="slow">Gate <emphasis>B12</emphasis> is now open.</prosody> '
+    '<sub alias="World Health Organization">WHO</sub> advice applies.</p><break strength="strong"/>'
+    '<s>Say <phoneme ph="t\u0259\u02c8m\u0251\u02d0to\u028a">tomato</phoneme> '
+    "on 2026-12-03.</s></speak>"
+)
+HOSTILE_SSML = (
+    '<?xml version="1.0"?><!DOCTYPE lolz [<!ENTITY lol "lol">'
+    + "".join(
+        f'<!ENTITY lol{i} "{f"&lol{i - 1};" * 10 if i > 1 else "&lol;" * 10}">'
+        for i in range(1, 10)
+    )
+    + "]><speak>&lol9;</speak>",
+    '<?xml version="1.0"?><!DOCTYPE speak [<!ENTITY x SYSTEM "file:///etc/passwd">]><speak>&x;</speak>',
+    "<speak>" + "<s>" * 1400 + "x" + "</s>" * 1400 + "</speak>",
+    '<speak><prosody rate="' + "9" * 65_536 + '">x</prosody></speak>',
+)
 ANNOUNCEMENTS = (
     "The kitchen timer is done.",
     "Doors open at eight o'clock in the main hall.",
@@ -227,6 +253,34 @@ def throughput_rows(
         table.add("concurrent requests faster than real time", system, faster, PIPER)
 
 
+def text_rows(table: Table, worker: Worker, runs: int) -> None:
+    """Normalisation, SSML and the lexicon on announcements of 400 characters; hostile XML
+    timed to its refusal (stock Piper has no normalisation or SSML to compare with)."""
+    texts = [ANNOUNCEMENT_400, SSML_400, *HOSTILE_SSML]
+    seconds = worker.ask(op="text", texts=texts, runs=max(runs, 20))["seconds"]
+    for value in seconds[ANNOUNCEMENT_400]:
+        table.add(
+            "text -> script, 400-char announcement with figures (ms)",
+            "fastvoice",
+            value * 1e3,
+            goal="< 5 ms",
+        )
+    for value in seconds[SSML_400]:
+        table.add(
+            "text -> script, 400-char SSML announcement (ms)",
+            "fastvoice",
+            value * 1e3,
+            goal="< 5 ms",
+        )
+    for values in zip(*(seconds[text] for text in HOSTILE_SSML), strict=True):
+        table.add(
+            "hostile SSML refused, slowest of four (ms)",
+            "fastvoice",
+            max(values) * 1e3,
+            goal="< 1000 ms",
+        )
+
+
 def wyoming_rows(table: Table, servers: Servers, runs: int) -> None:
     """Both servers up; the same announcements, one request at a time and four at once."""
     with servers.running("fastvoice") as ours, servers.running("peer") as theirs:
@@ -322,6 +376,7 @@ def main() -> None:
             hits = workers["fastvoice"].ask(op="cache_hit", text=MEDIUM, runs=args.runs)["firsts"]
             for first in hits:
                 table.add("first audio, phrase cache hit (s)", "fastvoice", first)
+            text_rows(table, workers["fastvoice"], args.runs)
         finally:
             for worker in workers.values():
                 worker.close()

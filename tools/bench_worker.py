@@ -13,6 +13,7 @@ Run by tools/bench.py: python tools/bench_worker.py fastvoice|piper CONFIG_JSON
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import tempfile
@@ -77,7 +78,23 @@ def word_error_rate(stream: Stream, texts: list[str]) -> float | None:
     return wer(texts, hypotheses)
 
 
-def fastvoice_stream(config_document: dict) -> tuple[Stream, Callable]:
+def text_seconds(synthesizer, texts: list[str], runs: int) -> dict[str, list[float]]:
+    """Each text made into its script (normalised, SSML parsed, lexicon, phonemes checked)
+    `runs` times; a refused text is timed to its refusal."""
+    from daemon.errors import FastvoiceError
+
+    timings: dict[str, list[float]] = {}
+    for text in texts:
+        for _ in range(runs + 1):  # the first run compiles the rules' patterns: not counted
+            began = time.perf_counter()
+            with contextlib.suppress(FastvoiceError):
+                synthesizer.script(text)
+            timings.setdefault(text, []).append(time.perf_counter() - began)
+        timings[text] = timings[text][1:]
+    return timings
+
+
+def fastvoice_stream(config_document: dict) -> tuple[Stream, dict[str, Callable]]:
     """fastvoice as the service runs it: parallel workers, artifacts, phrase cache off."""
     from daemon.cache import PhraseCache
     from daemon.config import parse_config
@@ -101,7 +118,13 @@ def fastvoice_stream(config_document: dict) -> tuple[Stream, Callable]:
             for _ in range(runs)
         ]
 
-    return (lambda text: (c.samples for c in synthesizer.synthesize(text))), cache_hit
+    extras = {
+        "cache_hit": lambda request: {"firsts": cache_hit(request["text"], request["runs"])},
+        "text": lambda request: {
+            "seconds": text_seconds(synthesizer, request["texts"], request["runs"])
+        },
+    }
+    return (lambda text: (c.samples for c in synthesizer.synthesize(text))), extras
 
 
 def piper_stream() -> Stream:
@@ -114,9 +137,9 @@ def piper_stream() -> Stream:
 
 def main() -> None:
     system, document = sys.argv[1], json.loads(sys.argv[2])
-    cache_hit = None
+    extras: dict[str, Callable] = {}
     if system == "fastvoice":
-        stream, cache_hit = fastvoice_stream(document)
+        stream, extras = fastvoice_stream(document)
     else:
         stream = piper_stream()
     timed(stream, "Ready.")  # ONNX Runtime's first run is slow: not part of any figure
@@ -130,8 +153,8 @@ def main() -> None:
             answer = concurrency(stream, request["text"], request["clients"], request["seconds"])
         elif op == "wer":
             answer = {"wer": word_error_rate(stream, request["texts"])}
-        elif op == "cache_hit" and cache_hit is not None:
-            answer = {"firsts": cache_hit(request["text"], request["runs"])}
+        elif op in extras:
+            answer = extras[op](request)
         else:
             answer = {"error": f"unknown op {op!r} for {system}"}
         print(json.dumps(answer), flush=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from functools import partial
+from functools import cache, partial
 
 from daemon.text import numbers
 
@@ -105,6 +105,7 @@ _UNITS = {
     "MB": ("megabyte", "megabytes"),
     "TB": ("terabyte", "terabytes"),
 }
+_UNIT_SYMBOLS = "|".join(re.escape(unit) for unit in sorted(_UNITS, key=len, reverse=True))
 _BRITISH_SPELLING = (("meter", "metre"), ("liter", "litre"))
 
 # Abbreviations: (pattern, expansion, is a title). A title stands before a name and drops its
@@ -419,119 +420,130 @@ def _number(match: re.Match[str], language: str) -> str:
     return numbers.cardinal(text, language)
 
 
-RULES: list[Rule] = [
-    (re.compile(r"\b(?P<year>\d{4})-(?P<month>\d{2})-(?P<day>\d{2})\b"), _iso_date),
-    (re.compile(r"\b(\d{1,2})/(\d{1,2})/(\d{4}|\d{2})\b"), _numeric_date),
-    (
-        re.compile(
-            r"(?<!\w)(?:\+\d{1,3}(?:[ .-]?\(?\d+\)?){2,}"
-            r"|\(\d{3}\) ?\d{3}[ .-]\d{4}"
-            r"|\b\d{3}[.-]\d{3}[.-]\d{4}"
-            r"|\b0\d{2,4}[ -]\d{3,4}(?:[ -]\d{3,4})?"
-            r"|\b\d{3}-\d{4})\b(?![.,]?\d)"
-        ),
-        _phone,
-    ),
-    (
-        re.compile(
-            rf"\b(?P<day>\d{{1,2}}){_DAY_SUFFIX}\s+(?:of\s+)?{_MONTH}(?:,?\s+(?P<year>\d{{4}}))?\b"
-        ),
-        _day_month,
-    ),
-    (
-        re.compile(rf"\b{_MONTH}\s+(?P<day>\d{{1,2}}){_DAY_SUFFIX}(?:,?\s+(?P<year>\d{{4}}))?\b"),
-        _month_day,
-    ),
-    (
-        re.compile(
-            r"\b(1[0-2]|0?[1-9])\s?[–-]\s?(1[0-2]|0?[1-9])\s?(?P<meridiem>[aApP]\.?[mM]\b\.?)"
-        ),
-        _hour_range,
-    ),
-    (
-        re.compile(r"\b(?P<cue>[Ff]light)\s+(?P<letters>[A-Z]{2})\s?(?P<digits>\d{1,4})\b"),
-        _flight,
-    ),
-    (
-        re.compile(
-            r"\b(?P<cue>(?:[Cc]all|[Dd]ial|[Tt]ext)(?: us)?(?: at| on)?|(?:code|PIN|pin|password)"
-            r"(?: is)?:?)\s+(?P<digits>\d{3,})\b(?![.,]\d)"
-        ),
-        _digit_string,
-    ),
-    (
-        re.compile(
-            r"\b(?P<hours>[01]?\d|2[0-3]):(?P<minutes>[0-5]\d)(?::(?P<seconds>[0-5]\d))?"
-            r"(?:\s?(?P<meridiem>[aApP]\.?[mM]\b\.?))?"
-        ),
-        _time,
-    ),
-    (
-        re.compile(
-            r"\b(?P<hours>1[0-2]|0?[1-9])\s?(?P<minutes>)(?P<seconds>)(?P<meridiem>[aApP]\.?[mM]\b\.?)"
-        ),
-        _time,
-    ),
-    (
-        re.compile(
-            rf"(?P<sign>[-−])?(?P<symbol>[$£€¥₹])\s?{_AMOUNT}"
-            r"(?:\s?(?P<scale>thousand|million|billion|trillion|bn|[mk])\b)?"
-        ),
-        _money_symbol,
-    ),
-    (re.compile(rf"(?<![\w.]){_AMOUNT}\s?(?P<code>{'|'.join(_CURRENCIES)})\b"), _money_code),
-    (re.compile(r"(?<![\w.])(?P<amount>\d+)p\b"), _pence),
-    (
-        re.compile(
-            r"(?<![\w.])(?P<sign>[-−])?(?P<amount>\d+(?:\.\d+)?)\s?°\s?(?P<scale>[CFcf](?![a-z]))?"
-        ),
-        _temperature,
-    ),
-    (
-        re.compile(
-            rf"(?<![\w.])(?P<sign>[-−])?(?P<amount>(?:{_NUMBER})(?:\s?(?:[–-]|to)\s?(?:{_NUMBER}))?)\s?%"
-        ),
-        _percent,
-    ),
-    (
-        re.compile(
-            rf"(?<![\w.])(?P<amount>(?:{_NUMBER})(?:\s?[–-]\s?(?:{_NUMBER}))?)\s?"
-            rf"(?P<unit>{'|'.join(re.escape(u) for u in sorted(_UNITS, key=len, reverse=True))})"
-            r"(?![\w/])"
-        ),
-        _unit,
-    ),
-    (re.compile(r"\b(\d+)(?:st|nd|rd|th)\b"), _ordinal),
-    (re.compile(r"(?<![\w.,])(\d+)\s?[–-]\s?(\d+)(?![\w.,]\d)"), _range),
-    (re.compile(r"\b(?P<letters>[A-Z]{1,3})(?P<digits>\d{1,5})(?P<suffix>[A-Z]?)\b"), _code),
-    (re.compile(r"\b(\d{1,3})([A-Z])\b"), _number_letter),
-    (
-        re.compile(
-            r"\b(?P<cue>[Ii]n|[Ss]ince|[Uu]ntil|[Bb]efore|[Aa]fter|[Ff]rom|[Oo]f|[Bb]y|[Yy]ear)"
-            r"\s+(?P<year>1[1-9]\d\d|20\d\d)\b(?![.,]\d)"
-        ),
-        _year_in_context,
-    ),
-    (re.compile(r"(?<![\w.])[-−]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?![\d])"), _number),
-]
-
-_WORD_RULES: list[Rule] = [
-    (re.compile(r"\bSt\.(?=\s|$)"), _saint_or_street),
-    (re.compile(r"\bDr\.(?=\s|$)"), _doctor_or_drive),
-    *(
+@cache
+def _figure_rules() -> list[Rule]:
+    """Rules for figures, compiled on first use (plain words need none of them)."""
+    return [
+        (re.compile(r"\b(?P<year>\d{4})-(?P<month>\d{2})-(?P<day>\d{2})\b"), _iso_date),
+        (re.compile(r"\b(\d{1,2})/(\d{1,2})/(\d{4}|\d{2})\b"), _numeric_date),
         (
-            re.compile(rf"(?<![\w.]){pattern}(?=\s|$|[,;:!?])"),
-            partial(_abbreviation, expansion, title),
-        )
-        for pattern, expansion, title in _ABBREVIATIONS
-    ),
-    (re.compile(r"\s&\s"), lambda match, language: " and "),
-    (re.compile(r"#(?=\d)"), lambda match, language: "number "),
-]
+            re.compile(
+                r"(?<!\w)(?:\+\d{1,3}(?:[ .-]?\(?\d+\)?){2,}"
+                r"|\(\d{3}\) ?\d{3}[ .-]\d{4}"
+                r"|\b\d{3}[.-]\d{3}[.-]\d{4}"
+                r"|\b0\d{2,4}[ -]\d{3,4}(?:[ -]\d{3,4})?"
+                r"|\b\d{3}-\d{4})\b(?![.,]?\d)"
+            ),
+            _phone,
+        ),
+        (
+            re.compile(
+                rf"\b(?P<day>\d{{1,2}}){_DAY_SUFFIX}\s+(?:of\s+)?{_MONTH}(?:,?\s+(?P<year>\d{{4}}))?\b"
+            ),
+            _day_month,
+        ),
+        (
+            re.compile(
+                rf"\b{_MONTH}\s+(?P<day>\d{{1,2}}){_DAY_SUFFIX}(?:,?\s+(?P<year>\d{{4}}))?\b"
+            ),
+            _month_day,
+        ),
+        (
+            re.compile(
+                r"\b(1[0-2]|0?[1-9])\s?[–-]\s?(1[0-2]|0?[1-9])\s?(?P<meridiem>[aApP]\.?[mM]\b\.?)"
+            ),
+            _hour_range,
+        ),
+        (
+            re.compile(r"\b(?P<cue>[Ff]light)\s+(?P<letters>[A-Z]{2})\s?(?P<digits>\d{1,4})\b"),
+            _flight,
+        ),
+        (
+            re.compile(
+                r"\b(?P<cue>(?:[Cc]all|[Dd]ial|[Tt]ext)(?: us)?(?: at| on)?"
+                r"|(?:code|PIN|pin|password)(?: is)?:?)\s+(?P<digits>\d{3,})\b(?![.,]\d)"
+            ),
+            _digit_string,
+        ),
+        (
+            re.compile(
+                r"\b(?P<hours>[01]?\d|2[0-3]):(?P<minutes>[0-5]\d)(?::(?P<seconds>[0-5]\d))?"
+                r"(?:\s?(?P<meridiem>[aApP]\.?[mM]\b\.?))?"
+            ),
+            _time,
+        ),
+        (
+            re.compile(
+                r"\b(?P<hours>1[0-2]|0?[1-9])\s?(?P<minutes>)(?P<seconds>)(?P<meridiem>[aApP]\.?[mM]\b\.?)"
+            ),
+            _time,
+        ),
+        (
+            re.compile(
+                rf"(?P<sign>[-−])?(?P<symbol>[$£€¥₹])\s?{_AMOUNT}"
+                r"(?:\s?(?P<scale>thousand|million|billion|trillion|bn|[mk])\b)?"
+            ),
+            _money_symbol,
+        ),
+        (re.compile(rf"(?<![\w.]){_AMOUNT}\s?(?P<code>{'|'.join(_CURRENCIES)})\b"), _money_code),
+        (re.compile(r"(?<![\w.])(?P<amount>\d+)p\b"), _pence),
+        (
+            re.compile(
+                r"(?<![\w.])(?P<sign>[-−])?(?P<amount>\d+(?:\.\d+)?)\s?°\s?(?P<scale>[CFcf](?![a-z]))?"
+            ),
+            _temperature,
+        ),
+        (
+            re.compile(
+                rf"(?<![\w.])(?P<sign>[-−])?(?P<amount>(?:{_NUMBER})(?:\s?(?:[–-]|to)\s?(?:{_NUMBER}))?)\s?%"
+            ),
+            _percent,
+        ),
+        (
+            re.compile(
+                rf"(?<![\w.])(?P<amount>(?:{_NUMBER})(?:\s?[–-]\s?(?:{_NUMBER}))?)\s?"
+                rf"(?P<unit>{_UNIT_SYMBOLS})"
+                r"(?![\w/])"
+            ),
+            _unit,
+        ),
+        (re.compile(r"\b(\d+)(?:st|nd|rd|th)\b"), _ordinal),
+        (re.compile(r"(?<![\w.,])(\d+)\s?[–-]\s?(\d+)(?![\w.,]\d)"), _range),
+        (re.compile(r"\b(?P<letters>[A-Z]{1,3})(?P<digits>\d{1,5})(?P<suffix>[A-Z]?)\b"), _code),
+        (re.compile(r"\b(\d{1,3})([A-Z])\b"), _number_letter),
+        (
+            re.compile(
+                r"\b(?P<cue>[Ii]n|[Ss]ince|[Uu]ntil|[Bb]efore|[Aa]fter|[Ff]rom|[Oo]f|[Bb]y|[Yy]ear)"
+                r"\s+(?P<year>1[1-9]\d\d|20\d\d)\b(?![.,]\d)"
+            ),
+            _year_in_context,
+        ),
+        (re.compile(r"(?<![\w.])[-−]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?![\d])"), _number),
+    ]
+
+
+@cache
+def _word_rules() -> list[Rule]:
+    return [
+        (re.compile(r"\bSt\.(?=\s|$)"), _saint_or_street),
+        (re.compile(r"\bDr\.(?=\s|$)"), _doctor_or_drive),
+        *(
+            (
+                re.compile(rf"(?<![\w.]){pattern}(?=\s|$|[,;:!?])"),
+                partial(_abbreviation, expansion, title),
+            )
+            for pattern, expansion, title in _ABBREVIATIONS
+        ),
+        (re.compile(r"\s&\s"), lambda match, language: " and "),
+        (re.compile(r"#(?=\d)"), lambda match, language: "number "),
+    ]
 
 
 def normalize(text: str, language: str) -> str:
     """The text with what an announcement writes in figures and short forms spelled out."""
-    for pattern, replace in (*_WORD_RULES, *RULES):
+    rules = _word_rules()
+    if any(character.isdigit() for character in text):
+        rules = [*rules, *_figure_rules()]
+    for pattern, replace in rules:
         text = pattern.sub(lambda match, replace=replace: replace(match, language), text)
     return text

@@ -10,9 +10,12 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
-from xml.etree.ElementTree import Element, ParseError
+from typing import TYPE_CHECKING
 
 from daemon.errors import TextError
+
+if TYPE_CHECKING:  # the XML parser is imported only for SSML
+    from xml.etree.ElementTree import Element
 
 SSML_NAMESPACE = "{http://www.w3.org/2001/10/synthesis}"
 XML_LANG = "{http://www.w3.org/XML/1998/namespace}lang"
@@ -106,6 +109,8 @@ def parse(
     text: str, *, max_depth: int, known_voice: Callable[[str], None], style: Style
 ) -> list[Event]:
     """The events of an SSML document; `known_voice` raises for a voice that does not exist."""
+    from xml.etree.ElementTree import ParseError
+
     from defusedxml import DefusedXmlException
     from defusedxml.ElementTree import fromstring
 
