@@ -7,6 +7,7 @@ import pytest
 import soxr
 
 from daemon.audio.pcm import fade_edges, join_sentences, to_int16
+from daemon.audio.piece import AudioPiece
 from daemon.audio.player import Player, resolve_output
 from daemon.audio.wav import write_wav
 from daemon.errors import AudioDeviceError
@@ -27,9 +28,9 @@ def sentences(synthesizer):
     return [c.samples for c in chunks]
 
 
-def pieces(sentences: list[np.ndarray]) -> list[tuple[np.ndarray, bool]]:
+def pieces(sentences: list[np.ndarray]) -> list[AudioPiece]:
     """Each sentence as one piece that ends it."""
-    return [(samples, True) for samples in sentences]
+    return [AudioPiece(samples) for samples in sentences]
 
 
 def joined(sentences, pause_s=0.2, fade_ms=4.0) -> np.ndarray:
@@ -50,9 +51,17 @@ def test_join_inserts_the_pause_and_fades_every_edge(sentences):
     np.testing.assert_array_equal(blocks[0][500:-500], sentences[0][500:-500])
 
 
+def test_a_silence_the_text_asked_for_replaces_the_sentence_pause():
+    a, b = np.full(500, 0.5, dtype=np.float32), np.full(500, 0.25, dtype=np.float32)
+    silence = AudioPiece(np.zeros(300, np.float32), silence=True)
+    blocks = list(join_sentences([AudioPiece(a), silence, AudioPiece(b)], RATE, 0.2, 4.0))
+    assert [len(block) for block in blocks] == [500, 300, 500]
+    assert blocks[0][-1] == 0.0 and blocks[2][0] == 0.0, "both sentences still fade"
+
+
 def test_pieces_inside_a_sentence_join_untouched():
     a, b = np.full(500, 0.5, dtype=np.float32), np.full(500, 0.25, dtype=np.float32)
-    blocks = list(join_sentences([(a, False), (b, True)], RATE, 0.2, 4.0))
+    blocks = list(join_sentences([AudioPiece(a, False), AudioPiece(b)], RATE, 0.2, 4.0))
     assert len(blocks) == 2, "no pause inside a sentence"
     assert blocks[0][0] == 0.0 and blocks[0][-1] == 0.5, "fade in only"
     assert blocks[1][0] == 0.25 and blocks[1][-1] == 0.0, "fade out only"

@@ -7,6 +7,7 @@ import json
 import uuid
 import wave
 
+import numpy as np
 import pytest
 from rhasspyhermes.audioserver import AudioPlayBytes, AudioPlayFinished
 from rhasspyhermes.tts import TtsSay, TtsSayFinished
@@ -60,6 +61,16 @@ def test_say_is_spoken_and_answered_once_with_its_ids(kitchen, capture):
     assert answers == ["req-1", "req-2"]
 
 
+def test_ssml_is_spoken(kitchen, capture):
+    text = '<speak>Dinner <break time="900ms"/> is ready.</speak>'
+    ask(kitchen, text=text, site_id="kitchen", id="ssml-1")
+    said_finished(kitchen, "ssml-1")
+    played = np.trim_zeros(capture.played("default"))
+    silent = np.abs(played) < 1e-3
+    longest = max(len(run) for run in "".join("1" if q else "0" for q in silent).split("0"))
+    assert longest >= 0.85 * 22050
+
+
 def test_other_sites_are_left_alone(kitchen):
     ask(kitchen, text="Not for this box.", site_id="garage", id="garage-1")
     ask(kitchen, text="For this box.", site_id="kitchen", id="kitchen-1")
@@ -77,6 +88,7 @@ BAD = [
     (b'{"text": "hi", "siteId": "kitchen", "colour": "red"}', "colour: unknown field"),
     (b'{"text": "hi", "siteId": "kitchen", "volume": 2}', "volume: 2 is above the maximum"),
     (json.dumps({"text": "a" * 10_001, "siteId": "kitchen"}).encode(), "above the maximum"),
+    (b'{"text": "<speak><blink/></speak>", "siteId": "kitchen"}', "tag <blink> is not supported"),
 ]
 
 

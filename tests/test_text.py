@@ -2,7 +2,7 @@ import pytest
 
 from daemon.config import TextConfig
 from daemon.errors import TextError
-from daemon.text.cleaning import clean, split_sentences
+from daemon.text.cleaning import clean, complete_sentences_end, split_sentences
 from daemon.text.prepare import prepare
 
 
@@ -61,3 +61,16 @@ def test_prepare_refuses_non_strings(registry, value):
 
 def test_cjk_full_stops_split_without_spaces():
     assert split_sentences("你好。世界！好吗？", 400) == ["你好。", "世界！", "好吗？"]
+
+
+@pytest.mark.parametrize(
+    ("streamed", "complete"),
+    [
+        ("Doors close. Dr. Smith is", "Doors close. "),
+        ("Turn left on St. James", ""),
+        ("Bring pens, e.g. blue ones. Then", "Bring pens, e.g. blue ones. "),
+        ("Gate 4 closes. Next", "Gate 4 closes. "),
+    ],
+)
+def test_streamed_text_is_not_cut_after_a_short_forms_dot(streamed, complete):
+    assert streamed[: complete_sentences_end(streamed)] == complete

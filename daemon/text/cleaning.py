@@ -13,6 +13,9 @@ import unicodedata
 _SENTENCE_END = re.compile(r"([.!?…]+[\"'”’)\]]*)\s+|([。！？]+[\"'”’)\]]*)\s*")
 _PARAGRAPH = re.compile(r"\n[ \t\r\f\v]*\n")
 _WHITESPACE = re.compile(r"\s+")
+_SHORT_FORM_DOT = re.compile(
+    r"(?<![\w.])(?:Dr|St|Mr|Mrs|Ms|Prof|Capt|Mt|Ft|No|vs|approx|e\.g|i\.e|Rd|Ave|Blvd)\.$"
+)
 _PAUSE = re.compile(r"[,;:—–]\s")
 # Unicode categories dropped outright: controls, format characters (zero-width, bidi
 # overrides), surrogates, private use and unassigned code points.
@@ -69,6 +72,11 @@ def split_sentences(text: str, max_sentence_chars: int) -> list[str]:
 
 def complete_sentences_end(text: str) -> int:
     """Where the complete sentences of text still arriving (streamed in chunks) end: the rest
-    may be the start of a sentence that goes on in the next chunk."""
-    ends = [match.end() for match in _SENTENCE_END.finditer(text)]
+    may be the start of a sentence that goes on in the next chunk. A short form's dot ("Dr.
+    Smith") is not taken for an end: normalisation reads it with the words after it."""
+    ends = [
+        match.end()
+        for match in _SENTENCE_END.finditer(text)
+        if not (match.group(1) and _SHORT_FORM_DOT.search(text, 0, match.end(1)))
+    ]
     return ends[-1] if ends else 0

@@ -102,7 +102,7 @@ def _telephone(text: str, language: str) -> str:
         raise TextError(f"say-as telephone: {text!r} holds no digits")
     said = [numbers.digits(group, language) for group in groups]
     if text.strip().startswith("+"):
-        said[0] = f"{numbers.cardinal('1', language) and 'plus'} {said[0]}"
+        said[0] = f"{'plus' if is_english(language) else '+'} {said[0]}"
     return ", ".join(said)
 
 
