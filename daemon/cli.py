@@ -298,7 +298,7 @@ def cmd_config_check(args: argparse.Namespace) -> int:
 def cmd_serve(args: argparse.Namespace) -> int:
     from daemon.service import serve
 
-    return serve(args.config, wyoming=args.wyoming, unregister=args.unregister)
+    return serve(args.config, wyoming=args.wyoming, unregister=args.unregister, http=args.http)
 
 
 def cmd_send(args: argparse.Namespace) -> int:
@@ -455,6 +455,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument(
         "--wyoming", metavar="URI", help="also serve Wyoming here, e.g. tcp://0.0.0.0:10200"
+    )
+    serve.add_argument(
+        "--http",
+        metavar="HOST:PORT",
+        help="also serve HTTP (REST, OpenAI speech, /metrics) here, e.g. 127.0.0.1:8080",
     )
     serve.add_argument(
         "--unregister",

@@ -3,6 +3,10 @@ direction data flows (interfaces → intake → queue → lanes → player/outbo
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
 from daemon.adapters.hermes import HermesTts
 from daemon.adapters.homeassistant import HomeAssistantDiscovery
 from daemon.adapters.local_server import LocalServer
@@ -24,6 +28,9 @@ from daemon.service import Service
 from daemon.settings import Settings
 from daemon.synthesizer import Synthesizer
 from daemon.voices.registry import VoiceRegistry
+
+if TYPE_CHECKING:
+    from daemon.adapters.http_server import HttpServer
 
 
 def build_service(config: Config) -> Service:
@@ -90,6 +97,12 @@ def build_service(config: Config) -> Service:
             config.wyoming.uri, synthesizer, settings, max_requests=backend.workers
         )
 
+    http = None
+    address = config.http.address()
+    if address is not None:
+        http = _http_server(address, config, settings, intake, commands, queue, lanes,
+                            synthesizer, events, backend.workers, lambda: service)  # fmt: skip
+
     def on_online() -> None:  # the broker (re)connected: the service republishes its state
         service.on_online()
 
@@ -113,5 +126,42 @@ def build_service(config: Config) -> Service:
         discovery=discovery,
         wyoming=wyoming,
         local=local,
+        http=http,
     )
     return service
+
+
+def _http_server(
+    address: tuple[str, int],
+    config: Config,
+    settings: Settings,
+    intake: JobIntake,
+    commands: MqttCommands,
+    queue: JobQueue,
+    lanes: list[Lane],
+    synthesizer: Synthesizer,
+    events: EventSink,
+    workers: int,
+    service: Callable[[], Service],
+) -> HttpServer:
+    """The HTTP interface and its metrics (imported only when `http.listen` is set)."""
+    from daemon.adapters.http_api import HttpPorts
+    from daemon.adapters.http_server import HttpServer
+    from daemon.metrics import Metrics
+
+    token = config.http.token()
+    ports = HttpPorts(
+        settings=settings,
+        intake=intake,
+        commands=commands,
+        queue=queue,
+        lanes=lanes,
+        synthesizer=synthesizer,
+        status=lambda: service().info(),
+        metrics=Metrics(lambda: service().metrics_state()),
+        token=None if token is None else token.get_secret_value(),
+        admission=threading.BoundedSemaphore(workers),
+    )
+    events.listeners.append(ports.watchers.on_event)
+    events.observers.append(ports.metrics.observe)
+    return HttpServer(address, ports)

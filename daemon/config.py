@@ -442,27 +442,33 @@ class MqttConfig(StrictModel):
 
     @model_validator(mode="after")
     def _one_password_source(self) -> MqttConfig:
-        if self.password_file is not None and self.password_env is not None:
-            raise ValueError("give at most one of 'password_file' or 'password_env'")
-        if self.password_file is not None:
-            if not self.password_file.is_file():
-                raise ValueError(f"password_file: {str(self.password_file)!r} does not exist")
-            if self.password_file.stat().st_mode & (stat.S_IRWXG | stat.S_IRWXO):
-                raise ValueError(
-                    f"password_file: {str(self.password_file)!r} is readable by others; "
-                    "chmod 600 it"
-                )
-        if self.password_env is not None and self.password_env not in os.environ:
-            raise ValueError(f"password_env: environment variable {self.password_env!r} is not set")
+        _check_secret_source("password", self.password_file, self.password_env)
         return self
 
     def password(self) -> SecretStr | None:
         """The password, read when needed so that it never sits in the config object."""
-        if self.password_file is not None:
-            return SecretStr(self.password_file.read_text(encoding="utf-8").rstrip("\r\n"))
-        if self.password_env is not None:
-            return SecretStr(os.environ[self.password_env])
-        return None
+        return _read_secret(self.password_file, self.password_env)
+
+
+def _check_secret_source(what: str, file: Path | None, env: str | None) -> None:
+    """A secret comes from a file only its owner may read, or from the environment."""
+    if file is not None and env is not None:
+        raise ValueError(f"give at most one of '{what}_file' or '{what}_env'")
+    if file is not None:
+        if not file.is_file():
+            raise ValueError(f"{what}_file: {str(file)!r} does not exist")
+        if file.stat().st_mode & (stat.S_IRWXG | stat.S_IRWXO):
+            raise ValueError(f"{what}_file: {str(file)!r} is readable by others; chmod 600 it")
+    if env is not None and env not in os.environ:
+        raise ValueError(f"{what}_env: environment variable {env!r} is not set")
+
+
+def _read_secret(file: Path | None, env: str | None) -> SecretStr | None:
+    if file is not None:
+        return SecretStr(file.read_text(encoding="utf-8").rstrip("\r\n"))
+    if env is not None:
+        return SecretStr(os.environ[env])
+    return None
 
 
 TopicLevel = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$")]
@@ -508,6 +514,55 @@ class WyomingConfig(StrictModel):
             raise ConfigError(f"--wyoming:\n{format_validation_error(error)}") from None
 
 
+_LISTEN = re.compile(r"^(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+)?(?::(?P<port>[0-9]{1,5}))?$")
+
+
+class HttpConfig(StrictModel):
+    """REST, the OpenAI-compatible speech endpoint and /metrics; off unless `listen` is set."""
+
+    listen: str | None = Field(
+        None,
+        pattern=_LISTEN.pattern,
+        description="HOST:PORT to serve HTTP on (a bare port or ':PORT' binds 127.0.0.1)",
+    )
+    token_file: Path | None = Field(None, description="file holding the bearer token (0600)")
+    token_env: str | None = Field(None, description="or: environment variable holding it")
+    require_token_for_reads: bool = Field(
+        False, description="the token for every request, not only those that change state"
+    )
+    max_body_bytes: int = Field(65_536, ge=1024, le=10_000_000, description="larger are refused")
+    cors_origins: list[str] = Field(default_factory=list, description="origins allowed by CORS")
+
+    _resolve = field_validator("token_file")(_resolve_path)
+
+    @model_validator(mode="after")
+    def _one_token_source(self) -> HttpConfig:
+        _check_secret_source("token", self.token_file, self.token_env)
+        return self
+
+    def address(self) -> tuple[str, int] | None:
+        """(host, port) to bind, or None when HTTP is off."""
+        if self.listen is None:
+            return None
+        if self.listen.isdigit():
+            return "127.0.0.1", int(self.listen)
+        found = _LISTEN.fullmatch(self.listen)
+        assert found is not None  # the field's pattern
+        host, port = found.group("host"), found.group("port")
+        return (host or "127.0.0.1").strip("[]"), int(port or 8080)
+
+    def token(self) -> SecretStr | None:
+        return _read_secret(self.token_file, self.token_env)
+
+    @classmethod
+    def checked(cls, listen: str) -> HttpConfig:
+        """From `serve --http`; a bad address is a ConfigError naming the option."""
+        try:
+            return cls(listen=listen)
+        except ValidationError as error:
+            raise ConfigError(f"--http:\n{format_validation_error(error)}") from None
+
+
 class LocalConfig(StrictModel):
     socket: bool = Field(
         True,
@@ -532,6 +587,7 @@ class Config(StrictModel):
     homeassistant: HomeAssistantConfig = Field(default_factory=HomeAssistantConfig)
     hermes: HermesConfig = Field(default_factory=HermesConfig)
     wyoming: WyomingConfig = Field(default_factory=WyomingConfig)
+    http: HttpConfig = Field(default_factory=HttpConfig)
     local: LocalConfig = Field(default_factory=LocalConfig)
 
     @model_validator(mode="after")

@@ -18,12 +18,15 @@ from daemon.outbox import Outbox
 log = logging.getLogger(__name__)
 
 Listener = Callable[[dict[str, Any]], None]
+# Sees the job beside its event (its priority, its timings): the metrics.
+JobObserver = Callable[[dict[str, Any], Job | None], None]
 
 
 class EventSink:
     def __init__(self, outbox: Outbox) -> None:
         self.outbox = outbox
         self.listeners: list[Listener] = []
+        self.observers: list[JobObserver] = []
         self.counts = {"accepted": 0, "finished": 0, "failed": 0, "rejected": 0, "interrupted": 0}
         self.latencies: deque[float] = deque(maxlen=500)
 
@@ -42,9 +45,11 @@ class EventSink:
             self.latencies.append(job.first_audio - job.received)
         log.info("job %s %s %s", message["id"], event, fields.get("message", ""))
         self.outbox.publish_json("events", message)
-        for listener in self.listeners:
+        calls = [lambda listener=listener: listener(message) for listener in self.listeners]
+        calls += [lambda observer=observer: observer(message, job) for observer in self.observers]
+        for call in calls:
             try:
-                listener(message)
+                call()
             except Exception:
                 log.exception("event listener failed on %s", message)
 

@@ -112,6 +112,11 @@ class JobQueue:
         ranked = sorted(range(len(self._heap)), key=lambda i: self._heap[i][:2])
         return next((i for i in ranked if accepts(self._heap[i][2])), None)
 
+    def snapshot(self) -> list[Job]:
+        """The queued jobs in the order they will be taken."""
+        with self._cond:
+            return [entry[2] for entry in sorted(self._heap)]
+
     def clear(self) -> list[Job]:
         with self._cond:
             jobs = [entry[2] for entry in sorted(self._heap)]

@@ -1,5 +1,6 @@
 """The commands under the base topic (`say`, `stop`, `volume`, `pause`, `voice`): parsed on
-paho's thread, acted on at once (nothing slow), their state topics published retained."""
+paho's thread, acted on at once (nothing slow), their state topics published retained. The
+HTTP interface acts through the same methods, so both report the same state."""
 
 from __future__ import annotations
 
@@ -71,9 +72,12 @@ class MqttCommands:
 
     def on_stop(self, payload: bytes) -> None:
         command = self._parsed(parse_stop, "stop", payload)
-        if command is None:
-            return
-        if command.all:
+        if command is not None:
+            self.stop(everything=command.all)
+
+    def stop(self, *, everything: bool) -> None:
+        """Stops what is playing (and with `everything`, clears the queue)."""
+        if everything:
             for job in self.queue.clear():
                 self.events.emit(
                     "interrupted", job, reason="stopped", message="cleared from the queue"
@@ -83,8 +87,10 @@ class MqttCommands:
 
     def on_volume(self, payload: bytes) -> None:
         volume = self._parsed(parse_volume, "volume", payload)
-        if volume is None:
-            return
+        if volume is not None:
+            self.set_volume(volume)
+
+    def set_volume(self, volume: float) -> None:
         self.player.volume = volume
         self.publish_volume()
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from daemon import __version__, sdnotify
 from daemon.adapters.homeassistant import HomeAssistantDiscovery
@@ -18,7 +18,7 @@ from daemon.adapters.wyoming_server import WyomingServer
 from daemon.artifact_build import build_missing_artifacts
 from daemon.audio.player import Player
 from daemon.cache import PhraseCache
-from daemon.config import Config, WyomingConfig, load_config
+from daemon.config import Config, HttpConfig, WyomingConfig, load_config
 from daemon.errors import FastvoiceError
 from daemon.event_sink import EventSink
 from daemon.intake import JobIntake
@@ -32,6 +32,9 @@ from daemon.settings import ReloadReport, Settings
 from daemon.synthesizer import Synthesizer
 from daemon.voices.base import SpeechOptions
 from daemon.voices.registry import VoiceRegistry
+
+if TYPE_CHECKING:  # imported only when HTTP is on
+    from daemon.adapters.http_server import HttpServer
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +58,7 @@ class Service:
     discovery: HomeAssistantDiscovery | None = None
     wyoming: WyomingServer | None = None
     local: LocalServer | None = None
+    http: HttpServer | None = None
     artifacts_problem: str | None = field(default=None, init=False)
     published_problems: tuple[str | None, ...] | None = field(default=None, init=False)
 
@@ -79,6 +83,11 @@ class Service:
             self.wyoming.ready.wait(30)
             if self.wyoming.error is not None:
                 log.error("%s; serving MQTT only", self.wyoming.error)
+        if self.http is not None:
+            self.http.start()
+            self.http.ready.wait(30)
+            if self.http.error is not None:
+                log.error("%s; serving without HTTP", self.http.error)
         if self.local is not None:
             if self.local.listen():
                 self.local.start()
@@ -109,6 +118,8 @@ class Service:
             self.local.shutdown()
         if self.wyoming is not None:
             self.wyoming.shutdown()
+        if self.http is not None:
+            self.http.shutdown()
         for lane in self.lanes:
             lane.shutdown()
         for lane in self.lanes:
@@ -159,6 +170,22 @@ class Service:
             self.artifacts_problem,
         )
 
+    def metrics_state(self) -> dict[str, Any]:
+        """What /metrics reads at each scrape."""
+        stages = [
+            stage.as_dict()
+            for name in self.voices.names
+            for stage in self.voices.get(name).info.stages
+        ]
+        memory = self.voices.backend.gpu_memory()
+        return {
+            "queued": len(self.queue),
+            "playing": sum(1 for lane in self.lanes if lane.current is not None),
+            "broker_connected": self.link.connected,
+            "stages": stages,
+            "gpu_memory_bytes": None if memory is None else memory.get("process_bytes"),
+        }
+
     def info(self) -> dict[str, Any]:
         voices = [self.voices.get(name).info.as_dict() for name in self.voices.names]
         try:
@@ -182,15 +209,22 @@ class Service:
             "journal": self.journal.describe() if self.journal is not None else None,
             "artifacts_problem": self.artifacts_problem,
             "local_socket": None if self.local is None else str(self.local.path),
+            "http": None if self.http is None else "{}:{}".format(*self.http.address),
+            "http_problem": None if self.http is None else self.http.error,
             "local_socket_problem": None if self.local is None else self.local.problem,
             "config_reload": None if last_reload is None else last_reload.as_dict(),
             "restart_needed": self.settings.restart_needed,
         }
 
 
-def serve(config_path: Path | None, wyoming: str | None = None, unregister: bool = False) -> int:
-    """Runs the service; `wyoming` overrides `wyoming.uri`; `unregister` removes the Home
-    Assistant entities instead, and exits."""
+def serve(
+    config_path: Path | None,
+    wyoming: str | None = None,
+    unregister: bool = False,
+    http: str | None = None,
+) -> int:
+    """Runs the service; `wyoming` overrides `wyoming.uri`, `http` `http.listen`; `unregister`
+    removes the Home Assistant entities instead, and exits."""
     from daemon.composition import build_service
     from daemon.config import config_path_in_use
     from daemon.supervisor import Supervisor
@@ -198,12 +232,17 @@ def serve(config_path: Path | None, wyoming: str | None = None, unregister: bool
     path = config_path_in_use(config_path)
 
     def load() -> Config:
-        """The file, with `--wyoming` over it (a reload reads the file again: the option
-        stays)."""
+        """The file, with `--wyoming` and `--http` over it (a reload reads the file again: the
+        options stay)."""
         config = load_config(path)
-        if wyoming is None:
-            return config
-        return config.model_copy(update={"wyoming": WyomingConfig.checked(wyoming)})
+        if wyoming is not None:
+            config = config.model_copy(update={"wyoming": WyomingConfig.checked(wyoming)})
+        if http is not None:
+            listen = HttpConfig.checked(http).listen
+            config = config.model_copy(
+                update={"http": config.http.model_copy(update={"listen": listen})}
+            )
+        return config
 
     config = load()
     if unregister:

@@ -88,6 +88,12 @@ RESTART_ONLY = frozenset(
         "homeassistant.node_id",
         "hermes.enabled",
         "wyoming.uri",
+        "http.listen",
+        "http.token_file",
+        "http.token_env",
+        "http.require_token_for_reads",
+        "http.max_body_bytes",
+        "http.cors_origins",
         "local.socket",
     }
 )

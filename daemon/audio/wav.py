@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import struct
 import wave
 from collections.abc import Iterable
 from pathlib import Path
@@ -36,3 +37,19 @@ def wav_bytes(blocks: Iterable[np.ndarray], sample_rate: int) -> bytes:
     buffer = io.BytesIO()
     _write(buffer, blocks, sample_rate)
     return buffer.getvalue()
+
+
+def streaming_header(sample_rate: int) -> bytes:
+    """A WAV header for audio whose length is not known yet (sent as it is made): its sizes are
+    the largest a RIFF file can give, which players read as "until the stream ends"."""
+    unknown = 0xFFFFFFFF
+    return b"".join(
+        (
+            b"RIFF",
+            struct.pack("<I", unknown),
+            b"WAVEfmt ",
+            struct.pack("<IHHIIHH", 16, 1, 1, sample_rate, sample_rate * 2, 2, 16),
+            b"data",
+            struct.pack("<I", unknown - 36),
+        )
+    )

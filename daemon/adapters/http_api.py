@@ -1,0 +1,341 @@
+"""The HTTP interface's routes: REST on the service's own queue and commands, the
+OpenAI-compatible speech endpoint (daemon/adapters/openai_speech.py) and /metrics.
+
+Imported only when `http.listen` is set (it imports Starlette). Every body is read with its size
+and its arrival time bounded before it is parsed; every state change needs the bearer token
+when one is configured.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import threading
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from daemon.adapters import openai_speech
+from daemon.commands import (
+    CommandError,
+    SayCommand,
+    check_reply_topic,
+    parse_say,
+    parse_stop,
+    parse_volume,
+)
+from daemon.events import ENDS
+from daemon.intake import JobIntake
+from daemon.jobs import Job, JobQueue
+from daemon.lanes import Lane
+from daemon.metrics import Metrics
+from daemon.mqtt_commands import MqttCommands
+from daemon.settings import Settings
+from daemon.synthesizer import Synthesizer
+
+BODY_TIMEOUT_S = 10.0  # a body that trickles in slower than this is cut off
+WAIT_LIMIT_S = 600.0
+READ_METHODS = ("GET", "HEAD", "OPTIONS")
+
+
+class HttpError(Exception):
+    def __init__(self, status: int, message: str, **extra: Any) -> None:
+        super().__init__(message)
+        self.status = status
+        self.extra = extra
+
+
+@dataclass
+class HttpPorts:
+    """What the routes act on: the same parts MQTT uses."""
+
+    settings: Settings
+    intake: JobIntake
+    commands: MqttCommands
+    queue: JobQueue
+    lanes: Sequence[Lane]
+    synthesizer: Synthesizer
+    status: Callable[[], dict[str, Any]]
+    metrics: Metrics
+    token: str | None
+    admission: threading.BoundedSemaphore
+    watchers: EventWatchers = field(default_factory=lambda: EventWatchers())
+
+
+class EventWatchers:
+    """Job events handed from the service's threads to the HTTP loop: for `?wait=true` and the
+    Server-Sent Events stream."""
+
+    def __init__(self) -> None:
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.streams: set[asyncio.Queue[dict[str, Any]]] = set()
+        self.waiting: dict[str, asyncio.Future[dict[str, Any]]] = {}
+
+    def on_event(self, message: dict[str, Any]) -> None:
+        """An EventSink listener (called on the service's threads)."""
+        if self.loop is not None:
+            self.loop.call_soon_threadsafe(self._deliver, message)
+
+    def _deliver(self, message: dict[str, Any]) -> None:
+        for stream in list(self.streams):
+            if stream.qsize() < 1000:  # a client that does not read loses events, not memory
+                stream.put_nowait(message)
+        waiter = self.waiting.get(message.get("id") or "")
+        ended = message["event"] in ENDS and not message.get("will_resume")
+        if waiter is not None and ended and not waiter.done():
+            waiter.set_result(message)
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The body, refused (413) past `limit` bytes and (408) when it trickles in too slowly."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise HttpError(413, f"the body is {declared} bytes, above the maximum {limit}")
+    chunks: list[bytes] = []
+    size = 0
+
+    async def collect() -> None:
+        nonlocal size
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise HttpError(413, f"the body is above the maximum {limit} bytes")
+            chunks.append(chunk)
+
+    try:
+        await asyncio.wait_for(collect(), BODY_TIMEOUT_S)
+    except asyncio.TimeoutError:
+        raise HttpError(408, f"the body did not arrive within {BODY_TIMEOUT_S:g} s") from None
+    return b"".join(chunks)
+
+
+def _job_view(job: Job, state: str) -> dict[str, Any]:
+    command = job.command
+    return {
+        "id": job.id,
+        "state": state,
+        "priority": command.priority,
+        "voice": command.voice,
+        "text": command.text[:200],
+        "output": command.output,
+    }
+
+
+class Routes:
+    def __init__(self, ports: HttpPorts) -> None:
+        self.ports = ports
+
+    def _limit(self) -> int:
+        return self.ports.settings.config.http.max_body_bytes
+
+    async def say(self, request: Request) -> Response:
+        """Queues a job (the MQTT `say` schema); `?wait=true` answers when it has ended."""
+        body = await read_body(request, self._limit())
+        config = self.ports.settings.config
+        try:
+            command = parse_say(body, self._limit())
+            check_reply_topic(command, config.mqtt.base_topic, config.mqtt.reply_topic_prefixes)
+        except CommandError as error:
+            raise HttpError(422, str(error)) from None
+        wait = request.query_params.get("wait") in ("1", "true", "yes")
+        waiter = None
+        watchers = self.ports.watchers
+        if wait:
+            waiter = asyncio.get_running_loop().create_future()
+            watchers.waiting[command.id] = waiter
+        try:
+            refused = await asyncio.to_thread(self.ports.intake.submit, command)
+            if refused is not None:
+                raise HttpError(409, refused, id=command.id)
+            if waiter is None:
+                return JSONResponse({"id": command.id, "event": "queued"}, status_code=202)
+            try:
+                ended = await asyncio.wait_for(waiter, WAIT_LIMIT_S)
+            except asyncio.TimeoutError:
+                raise HttpError(504, "the job did not end in time", id=command.id) from None
+            return JSONResponse(ended)
+        finally:
+            watchers.waiting.pop(command.id, None)
+
+    async def stop(self, request: Request) -> Response:
+        body = await read_body(request, self._limit())
+        try:
+            command = parse_stop(body, self._limit())
+        except CommandError as error:
+            raise HttpError(422, f"stop: {error}") from None
+        self.ports.commands.stop(everything=command.all)
+        return JSONResponse({"stopped": True, "all": command.all})
+
+    async def status(self, request: Request) -> Response:
+        return JSONResponse(await asyncio.to_thread(self.ports.status))
+
+    async def jobs(self, request: Request) -> Response:
+        playing = [_job_view(lane.current, "playing") for lane in self.ports.lanes if lane.current]
+        queued = [_job_view(job, "queued") for job in self.ports.queue.snapshot()]
+        return JSONResponse({"jobs": playing + queued, "paused": self.ports.queue.paused})
+
+    async def volume(self, request: Request) -> Response:
+        commands = self.ports.commands
+        if request.method == "PUT":
+            body = await read_body(request, self._limit())
+            try:
+                commands.set_volume(parse_volume(body, self._limit()))
+            except CommandError as error:
+                raise HttpError(422, str(error)) from None
+        return JSONResponse({"volume": commands.player.volume})
+
+    async def voices(self, request: Request) -> Response:
+        voices = self.ports.synthesizer.voices
+        described = [voices.get(name).info.as_dict() for name in voices.names]
+        return JSONResponse({"default": voices.default, "voices": described})
+
+    async def events(self, request: Request) -> Response:
+        """Server-Sent Events: every job event, as published on MQTT."""
+        watchers = self.ports.watchers
+        stream: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        watchers.streams.add(stream)
+
+        async def sent() -> AsyncIterator[bytes]:
+            try:
+                yield b": fastvoice events\n\n"
+                while True:
+                    try:
+                        message = await asyncio.wait_for(stream.get(), 15)
+                    except asyncio.TimeoutError:
+                        yield b": keep-alive\n\n"
+                        continue
+                    yield f"event: {message['event']}\ndata: {json.dumps(message)}\n\n".encode()
+            finally:
+                watchers.streams.discard(stream)
+
+        headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+        return StreamingResponse(sent(), media_type="text/event-stream", headers=headers)
+
+    async def tts(self, request: Request) -> Response:
+        """`GET /api/tts?text=…&voice=…`: the WAV, not played, not queued."""
+        text = request.query_params.get("text")
+        if text is None:
+            raise HttpError(422, "text: a query parameter `text` is required")
+        voice = request.query_params.get("voice")
+        return await openai_speech.rendered(self.ports, text, voice, "wav", 1.0)
+
+    async def metrics(self, request: Request) -> Response:
+        from prometheus_client import CONTENT_TYPE_LATEST
+
+        return Response(self.ports.metrics.scrape(), media_type=CONTENT_TYPE_LATEST)
+
+    async def openapi(self, request: Request) -> Response:
+        return JSONResponse(openapi_document())
+
+
+def openapi_document() -> dict[str, Any]:
+    """The request schemas are the pydantic models the routes validate with."""
+    say = SayCommand.model_json_schema(ref_template="#/components/schemas/{model}")
+    speech = openai_speech.SpeechRequest.model_json_schema(
+        ref_template="#/components/schemas/{model}"
+    )
+    schemas = {"SayCommand": say, "SpeechRequest": speech}
+    for schema in (say, speech):
+        schemas.update(schema.pop("$defs", {}))
+
+    def body(name: str) -> dict[str, Any]:
+        content = {"application/json": {"schema": {"$ref": f"#/components/schemas/{name}"}}}
+        return {"required": True, "content": content}
+
+    ok = {"200": {"description": "OK"}}
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "fastvoice", "version": "1"},
+        "paths": {
+            "/api/say": {"post": {"requestBody": body("SayCommand"), "responses": ok}},
+            "/api/stop": {"post": {"responses": ok}},
+            "/api/status": {"get": {"responses": ok}},
+            "/api/jobs": {"get": {"responses": ok}},
+            "/api/volume": {"get": {"responses": ok}, "put": {"responses": ok}},
+            "/api/voices": {"get": {"responses": ok}},
+            "/api/events": {"get": {"responses": ok}},
+            "/api/tts": {"get": {"responses": ok}},
+            "/v1/audio/speech": {"post": {"requestBody": body("SpeechRequest"), "responses": ok}},
+            "/v1/models": {"get": {"responses": ok}},
+            "/metrics": {"get": {"responses": ok}},
+        },
+        "components": {"schemas": schemas},
+    }
+
+
+def _authorised(request: Request, ports: HttpPorts) -> bool:
+    token = ports.token
+    if token is None:
+        return True
+    needs = request.method not in READ_METHODS or ports.settings.config.http.require_token_for_reads
+    if not needs:
+        return True
+    scheme, _, given = request.headers.get("authorization", "").partition(" ")
+    return scheme.lower() == "bearer" and hmac.compare_digest(given.encode(), token.encode())
+
+
+def build_app(ports: HttpPorts) -> Starlette:
+    routes = Routes(ports)
+
+    def guarded(handler: Callable, openai_errors: bool) -> Callable:
+        """The token checked first; errors as `{"error": message}`, or in OpenAI's shape on
+        its routes (its clients read `error.message`)."""
+
+        def failure(status: int, message: str, **extra: Any) -> JSONResponse:
+            body: dict[str, Any] = {"error": message, **extra}
+            if openai_errors:
+                kind = "authentication_error" if status == 401 else "invalid_request_error"
+                body = {"error": {"message": message, "type": kind, "code": status}}
+            headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+            return JSONResponse(body, status_code=status, headers=headers)
+
+        async def endpoint(request: Request) -> Response:
+            if not _authorised(request, ports):
+                return failure(401, "a bearer token is required (Authorization: Bearer …)")
+            try:
+                return await handler(request)
+            except HttpError as error:
+                return failure(error.status, str(error), **error.extra)
+
+        return endpoint
+
+    table = [
+        ("/api/say", routes.say, ["POST"]),
+        ("/api/stop", routes.stop, ["POST"]),
+        ("/api/status", routes.status, ["GET"]),
+        ("/api/jobs", routes.jobs, ["GET"]),
+        ("/api/volume", routes.volume, ["GET", "PUT"]),
+        ("/api/voices", routes.voices, ["GET"]),
+        ("/api/events", routes.events, ["GET"]),
+        ("/api/tts", routes.tts, ["GET"]),
+        ("/v1/audio/speech", lambda r: openai_speech.speech(ports, r), ["POST"]),
+        ("/v1/models", lambda r: openai_speech.models(ports, r), ["GET"]),
+        ("/metrics", routes.metrics, ["GET"]),
+        ("/openapi.json", routes.openapi, ["GET"]),
+    ]
+    middleware = []
+    origins = ports.settings.config.http.cors_origins
+    if origins:
+        middleware.append(
+            Middleware(
+                CORSMiddleware,
+                allow_origins=origins,
+                allow_methods=["GET", "POST", "PUT"],
+                allow_headers=["Authorization", "Content-Type"],
+            )
+        )
+    return Starlette(
+        routes=[
+            Route(path, guarded(handler, path.startswith("/v1/")), methods=methods)
+            for path, handler, methods in table
+        ],
+        middleware=middleware,
+    )

