@@ -78,9 +78,18 @@ class SayCommand(BaseModel):
 
 
 class StopCommand(BaseModel):
+    """Empty: the job playing; `all`: also the queue; `id`: that job, playing or queued."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     all: bool = False
+    id: str | None = Field(None, min_length=1, max_length=128)
+
+    @model_validator(mode="after")
+    def _one_target(self) -> StopCommand:
+        if self.all and self.id is not None:
+            raise ValueError("give either 'all' or 'id', not both")
+        return self
 
 
 def _decode(payload: bytes, max_bytes: int) -> str:

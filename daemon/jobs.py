@@ -112,6 +112,17 @@ class JobQueue:
         ranked = sorted(range(len(self._heap)), key=lambda i: self._heap[i][:2])
         return next((i for i in ranked if accepts(self._heap[i][2])), None)
 
+    def remove(self, job_id: str) -> Job | None:
+        """Takes a queued job out (stopped before it started); None if it is not queued."""
+        with self._cond:
+            for index, (_, _, job) in enumerate(self._heap):
+                if job.id == job_id:
+                    self._heap[index] = self._heap[-1]
+                    self._heap.pop()
+                    heapq.heapify(self._heap)
+                    return job
+            return None
+
     def snapshot(self) -> list[Job]:
         """The queued jobs in the order they will be taken."""
         with self._cond:

@@ -72,8 +72,29 @@ class MqttCommands:
 
     def on_stop(self, payload: bytes) -> None:
         command = self._parsed(parse_stop, "stop", payload)
-        if command is not None:
-            self.stop(everything=command.all)
+        if command is None:
+            return
+        if command.id is not None:
+            if not self.stop_job(command.id):
+                message = f"stop: no job {command.id!r} is playing or queued"
+                self.events.emit("rejected", None, reason="invalid", message=message)
+            return
+        self.stop(everything=command.all)
+
+    def stop_job(self, job_id: str) -> bool:
+        """Stops one job, playing or queued; False when there is no such job."""
+        queued = self.queue.remove(job_id)
+        if queued is not None:
+            self.events.emit(
+                "interrupted", queued, reason="stopped", message="removed from the queue"
+            )
+            return True
+        playing = [
+            lane for lane in self.lanes if lane.current is not None and lane.current.id == job_id
+        ]
+        for lane in playing:
+            lane.interrupt("stopped")
+        return bool(playing)
 
     def stop(self, *, everything: bool) -> None:
         """Stops what is playing (and with `everything`, clears the queue)."""

@@ -7,6 +7,7 @@ watchdog, stats, reload) is `daemon.supervisor.Supervisor`.
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -61,6 +62,7 @@ class Service:
     http: HttpServer | None = None
     artifacts_problem: str | None = field(default=None, init=False)
     published_problems: tuple[str | None, ...] | None = field(default=None, init=False)
+    started: float = field(default_factory=time.time, init=False)
 
     # --- lifecycle (main thread) ---
 
@@ -197,6 +199,8 @@ class Service:
         return {
             "v": 1,
             "version": __version__,
+            "started": round(self.started, 3),
+            "broker_connected": self.link.connected,
             "default_voice": self.voices.default,
             "voices": voices,
             "backend": backend.name,

@@ -5,7 +5,9 @@ free port, phrase cache off) and sends the same sentence through: MQTT `say` wit
 back (client side: publish → first chunk), Home Assistant's notify topic and Hermes `say` (both
 play on the box: from the job's events, queue wait + time to the first audio synthesized), and
 Wyoming
-`synthesize` (client side: request → first audio-chunk).
+`synthesize` (client side: request → first audio-chunk), and over HTTP (client side: request →
+first bytes of audio) `GET /api/tts` and the OpenAI-compatible `/v1/audio/speech` (PCM, through
+the official `openai` client).
 Run: .venv/bin/python tools/interface_latency.py [--runs 5]
 """
 
@@ -99,6 +101,27 @@ def wyoming(port: int) -> float:
     return first
 
 
+def http_tts(url: str) -> float:
+    import httpx
+
+    began = time.perf_counter()
+    with httpx.stream("GET", f"{url}/api/tts", params={"text": TEXT}, timeout=60) as response:
+        for chunk in response.iter_bytes():
+            if len(chunk) > 44:  # past the WAV header: audio
+                return time.perf_counter() - began
+    raise RuntimeError("no audio came back")
+
+
+def openai_speech(client) -> float:
+    began = time.perf_counter()
+    with client.audio.speech.with_streaming_response.create(
+        model="tts-1", voice="en_US-joe-medium", input=TEXT, response_format="pcm"
+    ) as response:
+        for _chunk in response.iter_bytes():
+            return time.perf_counter() - began
+    raise RuntimeError("no audio came back")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
@@ -107,7 +130,7 @@ def main() -> None:
         directory = Path(temp)
         capture_device(directory)
         port, broker = start_broker(directory)
-        wyoming_port = free_port()
+        wyoming_port, http_port = free_port(), free_port()
         settings = {
             "mqtt": {"port": port, "base_topic": BASE},
             "cache": {"enabled": False},
@@ -118,6 +141,7 @@ def main() -> None:
             "hermes": {"enabled": True},
             "homeassistant": {"discovery": True},
             "wyoming": {"uri": f"tcp://127.0.0.1:{wyoming_port}"},
+            "http": {"listen": f"127.0.0.1:{http_port}"},
         }
         (directory / "fastvoice.yaml").write_text(json.dumps(settings))
         client = Client(port)
@@ -135,14 +159,21 @@ def main() -> None:
         )
         try:
             client.wait(lambda topic, payload: topic == f"{BASE}/status" and payload == b"online")
-            while socket.socket().connect_ex(("127.0.0.1", wyoming_port)) != 0:
-                time.sleep(0.05)
+            for listening in (wyoming_port, http_port):
+                while socket.socket().connect_ex(("127.0.0.1", listening)) != 0:
+                    time.sleep(0.05)
+            from openai import OpenAI
+
+            url = f"http://127.0.0.1:{http_port}"
+            speech = OpenAI(base_url=f"{url}/v1", api_key="none", max_retries=0)
             results: dict[str, list[float]] = {}
             measures = {
                 "MQTT say, PCM published back (client side)": lambda n: mqtt_pcm(client, n),
                 "Home Assistant notify, played (job events)": lambda n: notify(client, n),
                 "Hermes tts/say, played (job events)": lambda n: hermes(client, n),
                 "Wyoming synthesize (client side)": lambda _n: wyoming(wyoming_port),
+                "HTTP GET /api/tts (client side)": lambda _n: http_tts(url),
+                "OpenAI /v1/audio/speech, PCM (client side)": lambda _n: openai_speech(speech),
             }
             for run in range(args.runs + 1):  # the first round warms up
                 for name, measure in measures.items():

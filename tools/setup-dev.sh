@@ -7,8 +7,9 @@ SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 missing=()
 # pulseaudio + libasound2-plugins: a sound server to kill mid-playback (tests/test_faults.py).
+# chromium + chromium-driver: the operator page in a real browser (tests/test_operator_page.py).
 for package in libportaudio2 mosquitto mosquitto-clients openssl systemd pulseaudio \
-    libasound2-plugins; do
+    libasound2-plugins chromium chromium-driver; do
     dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")
 done
 if [ "${#missing[@]}" -gt 0 ]; then

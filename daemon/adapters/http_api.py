@@ -171,8 +171,12 @@ class Routes:
             command = parse_stop(body, self._limit())
         except CommandError as error:
             raise HttpError(422, f"stop: {error}") from None
+        if command.id is not None:
+            if not self.ports.commands.stop_job(command.id):
+                raise HttpError(404, f"no job {command.id!r} is playing or queued")
+            return JSONResponse({"stopped": command.id})
         self.ports.commands.stop(everything=command.all)
-        return JSONResponse({"stopped": True, "all": command.all})
+        return JSONResponse({"stopped": "all" if command.all else "playing"})
 
     async def status(self, request: Request) -> Response:
         return JSONResponse(await asyncio.to_thread(self.ports.status))
@@ -231,6 +235,13 @@ class Routes:
         from prometheus_client import CONTENT_TYPE_LATEST
 
         return Response(self.ports.metrics.scrape(), media_type=CONTENT_TYPE_LATEST)
+
+    async def page(self, request: Request) -> Response:
+        """The operator page: one self-contained file (no CDN, no fonts to fetch)."""
+        from importlib.resources import files
+
+        page = files("daemon.adapters").joinpath("operator_page.html").read_bytes()
+        return Response(page, media_type="text/html; charset=utf-8")
 
     async def openapi(self, request: Request) -> Response:
         return JSONResponse(openapi_document())
@@ -308,6 +319,7 @@ def build_app(ports: HttpPorts) -> Starlette:
         return endpoint
 
     table = [
+        ("/", routes.page, ["GET"]),
         ("/api/say", routes.say, ["POST"]),
         ("/api/stop", routes.stop, ["POST"]),
         ("/api/status", routes.status, ["GET"]),
