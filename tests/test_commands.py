@@ -102,6 +102,12 @@ def test_stop_payloads(payload, expected):
     assert parse_stop(payload, LIMIT).all is expected
 
 
+def test_stop_one_job_by_id_but_not_with_all():
+    assert parse_stop(b'{"id": "job-7"}', LIMIT).id == "job-7"
+    with pytest.raises(CommandError, match="either 'all' or 'id'"):
+        parse_stop(b'{"id": "job-7", "all": true}', LIMIT)
+
+
 @pytest.mark.parametrize(("payload", "expected"), [(b"0.4", 0.4), (b'{"volume": 1}', 1.0)])
 def test_volume_payloads(payload, expected):
     assert parse_volume(payload, LIMIT) == expected

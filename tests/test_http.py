@@ -108,7 +108,7 @@ def test_stop_interrupts_the_job_that_plays(client, service):
     long_text = "This announcement is long on purpose. " * 30
     job = client.post("/api/say", json={"text": long_text}, headers=AUTH).json()["id"]
     service.recorder.event(job, "started")
-    assert client.post("/api/stop", headers=AUTH).json()["stopped"] is True
+    assert client.post("/api/stop", headers=AUTH).json() == {"stopped": "playing"}
     assert service.recorder.event(job, "interrupted")["reason"] == "stopped"
 
 
@@ -286,3 +286,40 @@ def test_a_thousand_requests_at_once_leave_the_service_serving(service, client):
     assert statuses.count(200) == 1000
     response = client.post("/api/say?wait=true", json={"text": "Still here."}, headers=AUTH)
     assert response.json()["event"] == "finished"
+
+
+def test_cors_is_off_unless_configured(client):
+    response = client.get("/api/status", headers={"Origin": "http://elsewhere.example"})
+    assert "access-control-allow-origin" not in response.headers
+
+
+def test_reads_can_require_the_token_and_cors_can_admit_an_origin(broker, alsa, tmp_path):
+    port = free_port()
+    guarded = Daemon(
+        broker,
+        tmp_path,
+        {**alsa.env(), "FASTVOICE_TEST_TOKEN": TOKEN},
+        mqtt={"client_id": f"fv-{uuid.uuid4().hex[:6]}"},
+        http={
+            "listen": f"127.0.0.1:{port}",
+            "token_env": "FASTVOICE_TEST_TOKEN",
+            "require_token_for_reads": True,
+            "cors_origins": ["http://kiosk.example"],
+        },
+    )
+    try:
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as http:
+            assert http.get("/api/status").status_code == 401
+            assert http.get("/metrics").status_code == 401
+            assert http.get("/api/status", headers=AUTH).status_code == 200
+            preflight = http.options(
+                "/api/say",
+                headers={
+                    "Origin": "http://kiosk.example",
+                    "Access-Control-Request-Method": "POST",
+                    "Access-Control-Request-Headers": "authorization",
+                },
+            )
+            assert preflight.headers["access-control-allow-origin"] == "http://kiosk.example"
+    finally:
+        guarded.stop()

@@ -215,6 +215,21 @@ def test_stop_ends_only_the_current_job(daemon):
     daemon.recorder.event(next_job, "finished")
 
 
+def test_stop_by_id_takes_one_queued_job_and_leaves_the_rest(daemon):
+    long_job = say(daemon, text=LONG_TEXT)
+    daemon.recorder.event(long_job, "started")
+    doomed, kept = say(daemon, text="Never said."), say(daemon, text="Said after all.")
+    daemon.recorder.event(kept, "queued")
+    daemon.recorder.publish("stop", json.dumps({"id": doomed}))
+    assert daemon.recorder.event(doomed, "interrupted")["reason"] == "stopped"
+    daemon.recorder.publish("stop", json.dumps({"id": long_job}))
+    assert daemon.recorder.event(long_job, "interrupted")["reason"] == "stopped"
+    daemon.recorder.event(kept, "finished")
+    assert "started" not in daemon.recorder.events(doomed)
+    daemon.recorder.publish("stop", json.dumps({"id": "nobody"}))
+    daemon.recorder.wait_for(lambda t, p: t.endswith("/events") and b"no job 'nobody'" in p)
+
+
 def test_critical_interrupts_what_is_playing(daemon):
     long_job = say(daemon, text=LONG_TEXT)
     daemon.recorder.event(long_job, "started")
