@@ -52,7 +52,11 @@ class Daemon:
             stderr=(directory / "serve.log").open("wb"),
         )
         if wait_online:
-            self.recorder.wait_for(lambda t, p: t == f"{self.base}/status" and p == b"online")
+            try:
+                self.recorder.wait_for(lambda t, p: t == f"{self.base}/status" and p == b"online")
+            except TimeoutError:
+                self.stop()  # no service left running after a test that could not start it
+                raise
 
     def log_says(self, text: str, timeout: float = 30) -> bool:
         """Whether the service's stderr log shows `text` within `timeout` seconds."""

@@ -123,6 +123,17 @@ def test_tts_returns_a_wav_without_playing(client, capture):
     assert capture.played().size == 0
 
 
+def test_clients_that_leave_mid_stream_give_their_place_back(client):
+    """More clients than the service renders at once each read a little and go; a request
+    after them is still rendered (their places were given back)."""
+    long_text = "This sentence is long enough to stream in several pieces. " * 8
+    for _ in range(3):
+        with client.stream("GET", "/api/tts", params={"text": long_text}) as response:
+            assert next(response.iter_bytes())
+    response = client.get("/api/tts", params={"text": "Still rendering."}, timeout=30)
+    assert response.status_code == 200 and len(response.content) > 22050
+
+
 def test_events_stream_carries_a_jobs_events(service):
     async def follow() -> list[str]:
         async with (
