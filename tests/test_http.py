@@ -334,3 +334,23 @@ def test_reads_can_require_the_token_and_cors_can_admit_an_origin(broker, alsa, 
             assert preflight.headers["access-control-allow-origin"] == "http://kiosk.example"
     finally:
         guarded.stop()
+
+
+def test_the_service_stops_with_an_event_stream_open(broker, alsa, tmp_path):
+    """An operator page left open must not hold the service up at shutdown (SIGTERM)."""
+    port = free_port()
+    running = Daemon(
+        broker,
+        tmp_path,
+        alsa.env(),
+        mqtt={"client_id": f"fv-{uuid.uuid4().hex[:6]}"},
+        http={"listen": f"127.0.0.1:{port}"},
+    )
+    with (
+        httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as http,
+        http.stream("GET", "/api/events") as stream,
+    ):
+        assert next(stream.iter_lines()).startswith(":")
+        running.stop()
+    assert running.process.returncode == 0
+    assert "http: still serving" not in (tmp_path / "serve.log").read_text()

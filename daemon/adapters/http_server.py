@@ -20,6 +20,8 @@ log = logging.getLogger(__name__)
 
 MAX_CONNECTIONS = 2048  # beyond this, 503 at once: a storm must not exhaust file descriptors
 KEEP_ALIVE_S = 5
+GRACEFUL_STOP_S = 3
+STOP_LIMIT_S = 10
 
 
 class HttpServer(threading.Thread):
@@ -59,6 +61,8 @@ class HttpServer(threading.Thread):
             access_log=False,
             limit_concurrency=MAX_CONNECTIONS,
             timeout_keep_alive=KEEP_ALIVE_S,
+            # An event stream stays open as long as its page does: a stop waits this long.
+            timeout_graceful_shutdown=GRACEFUL_STOP_S,
             server_header=False,
         )
         self._server = uvicorn.Server(config)
@@ -69,4 +73,6 @@ class HttpServer(threading.Thread):
     def shutdown(self) -> None:
         if self._server is not None:
             self._server.should_exit = True
-        self.join(timeout=10)
+        self.join(timeout=STOP_LIMIT_S)
+        if self.is_alive():
+            log.error("http: still serving %g s after the stop; leaving it", STOP_LIMIT_S)
