@@ -226,25 +226,18 @@ def _numeric_date(match: re.Match[str], language: str) -> str:
     return _date_words(day, month, year, language)
 
 
-def _day_month(match: re.Match[str], language: str) -> str:
+def _named_month_date(match: re.Match[str], language: str, *, day_first: bool) -> str:
+    """ "4 July 2025" (day first: the fourth of July) or "July 4th, 2025" (July fourth)."""
     day = int(match.group("day"))
     if not 1 <= day <= 31:
         return match.group(0)
     name = MONTHS[_month_number(match.group("month")) - 1]
     year = match.group("year")
     said_year = f", {_year(year, language)}" if year else ""
+    if not day_first:
+        return f"{name} {numbers.ordinal(day, language)}{said_year}"
     article = "" if re.search(r"\bthe\s+$", match.string[: match.start()], re.I) else "the "
     return f"{article}{numbers.ordinal(day, language)} of {name}{said_year}"
-
-
-def _month_day(match: re.Match[str], language: str) -> str:
-    day = int(match.group("day"))
-    if not 1 <= day <= 31:
-        return match.group(0)
-    name = MONTHS[_month_number(match.group("month")) - 1]
-    year = match.group("year")
-    said_year = f", {_year(year, language)}" if year else ""
-    return f"{name} {numbers.ordinal(day, language)}{said_year}"
 
 
 def clock(hours: int, minutes: int, meridiem: str | None, language: str) -> str:
@@ -440,13 +433,13 @@ def _figure_rules() -> list[Rule]:
             re.compile(
                 rf"\b(?P<day>\d{{1,2}}){_DAY_SUFFIX}\s+(?:of\s+)?{_MONTH}(?:,?\s+(?P<year>\d{{4}}))?\b"
             ),
-            _day_month,
+            partial(_named_month_date, day_first=True),
         ),
         (
             re.compile(
                 rf"\b{_MONTH}\s+(?P<day>\d{{1,2}}){_DAY_SUFFIX}(?:,?\s+(?P<year>\d{{4}}))?\b"
             ),
-            _month_day,
+            partial(_named_month_date, day_first=False),
         ),
         (
             re.compile(
