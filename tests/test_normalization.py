@@ -6,6 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from daemon.config import TextConfig
 from daemon.text.normalize import normalize
@@ -94,3 +96,31 @@ def test_context_rules(written, spoken):
 def test_what_the_libraries_lack_for_a_language_is_left_to_espeak():
     """Swahili: CLDR has its month names (Babel), num2words has no Swahili (money stays)."""
     assert normalize("Bei 12,50 € na 2026-12-03.", "sw_KE") == "Bei 12,50 € na 3 Desemba 2026."
+
+
+@pytest.mark.parametrize("language", ["kz", "mul", "xx_YY"])
+def test_a_language_cldr_does_not_know_reads_as_written_or_with_num2words(language):
+    """Kazakh under num2words' code "kz", CosyVoice's "mul", nonsense: never an error."""
+    said = normalize("5 € am 2026-12-03.", language)
+    assert said.endswith("2026-12-03.")
+
+
+FIGURES = st.text(alphabet="0123456789 .,:-/%°$£€¥CFkmhgp+()#&ABStDr", max_size=60)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.one_of(st.text(max_size=80), FIGURES),
+    st.sampled_from(["en_US", "en_GB", "de_DE", "fr_FR", "es_ES", "pt_BR", "ru_RU", "kz", "mul"]),
+)
+def test_normalisation_takes_any_text_in_any_language(text, language):
+    assert isinstance(normalize(text, language), str)
+
+
+@pytest.mark.parametrize("language", ["en_US", "de_DE"])
+@pytest.mark.parametrize(
+    "written", ["9" * 400 + " km", "9" * 40 + " €", "$" + "9" * 40, "9" * 20 + "%"]
+)
+def test_numbers_too_long_to_say_are_read_digit_by_digit_or_left(written, language):
+    said = normalize(written, language)
+    assert len(said) < 20 * len(written)

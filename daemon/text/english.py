@@ -408,8 +408,6 @@ def _number(match: re.Match[str], language: str) -> str:
     digits = text.lstrip("-−").replace(",", "").split(".")[0]
     if len(digits) > 1 and digits.startswith("0"):
         return numbers.digits(text, language)  # "007", "0800"
-    if len(digits) > 15:
-        return numbers.digits(text, language)
     return numbers.cardinal(text, language)
 
 

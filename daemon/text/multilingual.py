@@ -25,11 +25,12 @@ _MARKED_ORDINAL = {
 @cache
 def _symbols(language: str) -> tuple[str, str]:
     """The language's decimal mark and digit group separator."""
+    from babel.core import UnknownLocaleError
     from babel.numbers import get_decimal_symbol, get_group_symbol
 
     try:
         return get_decimal_symbol(language), get_group_symbol(language)
-    except (ValueError, LookupError):
+    except (UnknownLocaleError, ValueError, LookupError):  # a language CLDR does not know
         return ".", ","
 
 

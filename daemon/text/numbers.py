@@ -9,6 +9,7 @@ from functools import cache
 # num2words' English says "one hundred and five"; American English drops the "and".
 _AMERICAN = {"en_US", "en"}
 _CURRENCY_SEPARATOR = " |"
+LONGEST_NUMBER_DIGITS = 15
 
 
 @cache
@@ -42,6 +43,8 @@ def cardinal(text: str, language: str) -> str:
     text = text.replace(",", "")
     negative = text.startswith(("-", "−"))
     whole, _, fraction = text.lstrip("-−").partition(".")
+    if len(whole) > LONGEST_NUMBER_DIGITS:  # nobody says such a number: its digits, one by one
+        return digits(text, language)
     words = _words(int(whole or "0"), language)
     if fraction:
         point = _words(Decimal("0.5"), language).split()[-2]  # "point", "Komma", "virgule" …
@@ -72,6 +75,8 @@ def currency(amount: str, code: str, language: str) -> str | None:
     try:
         value = Decimal(amount.replace(",", ""))
     except InvalidOperation:
+        return None
+    if value >= 10**LONGEST_NUMBER_DIGITS:
         return None
     try:
         words = _words(
