@@ -285,18 +285,10 @@ class LexiconConfig(StrictModel):
 
 
 def _read_lexicon_file(path: Path) -> dict[str, Any]:
-    import yaml
-
     try:
-        raw = path.read_bytes()
-    except OSError as error:
-        raise ValueError(f"file: cannot read {path}: {error.strerror or error}") from None
-    if len(raw) > MAX_CONFIG_BYTES:
-        raise ValueError(f"file: {path} is {len(raw)} bytes, above {MAX_CONFIG_BYTES}")
-    try:
-        loaded = yaml.safe_load(raw.decode("utf-8"))
-    except (UnicodeDecodeError, yaml.YAMLError) as error:
-        raise ValueError(f"file: {path} is not valid YAML: {error}") from None
+        loaded = read_yaml(path)
+    except ConfigError as error:
+        raise ValueError(f"file: {error}") from None
     if loaded is None:
         return {}
     if not isinstance(loaded, dict) or set(loaded) - {"words", "voices"}:
@@ -623,7 +615,8 @@ def parse_config(data: Any, *, base_dir: Path | None = None, source: str = "conf
         raise ConfigError(f"{source}:\n{format_validation_error(error)}") from None
 
 
-def read_config_file(path: Path) -> Config:
+def read_yaml(path: Path) -> Any:
+    """A YAML file of at most MAX_CONFIG_BYTES; ConfigError naming the file and the problem."""
     try:
         raw = path.read_bytes()
     except OSError as error:
@@ -637,13 +630,16 @@ def read_config_file(path: Path) -> Config:
     import yaml  # only where a file is read: the built-in defaults need no parser
 
     try:
-        data = yaml.safe_load(text)
+        return yaml.safe_load(text)
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(error, "problem", None) or str(error)
         raise ConfigError(f"{path}: invalid YAML{where}: {problem}") from None
-    return parse_config(data, base_dir=path.parent, source=str(path))
+
+
+def read_config_file(path: Path) -> Config:
+    return parse_config(read_yaml(path), base_dir=path.parent, source=str(path))
 
 
 def config_path_in_use(explicit: Path | None) -> Path | None:
