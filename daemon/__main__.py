@@ -1,3 +1,3 @@
-from daemon.cli import main
+from daemon.cli import run
 
-raise SystemExit(main())
+run()

@@ -2,7 +2,8 @@
 
 Saving the fully optimised graph (ORT_ENABLE_ALL, including this CPU's layout transforms) with
 its weights as external data means a later start skips optimisation entirely and the weights are
-memory-mapped, not copied: faster start, less private memory, pages shared between sessions.
+memory-mapped, not copied: faster start, less private memory, one mapping for every session of
+the graph (the manifest lists where each weight lies in the file).
 """
 
 from __future__ import annotations
@@ -54,7 +55,8 @@ def build_ort_artifact(
         except Exception as error:  # ORT raises its own exception types from C++
             raise BackendError(f"{stage}: cannot optimise {source}: {error}") from error
         build_s = round(time.perf_counter() - started, 3)
-        return {"model": MODEL_FILE, "weights": WEIGHTS_FILE}, {"build_s": build_s}
+        learnt = {"build_s": build_s, "initializers": external_initializers(work / MODEL_FILE)}
+        return {"model": MODEL_FILE, "weights": WEIGHTS_FILE}, learnt
 
     manifest = {
         "kind": kind,
@@ -67,6 +69,30 @@ def build_ort_artifact(
         "machine": machine_id(),
     }
     return write_artifact(store, _directory(store, source, kind), manifest, optimise)
+
+
+def external_initializers(model: Path) -> list[list] | None:
+    """Where each weight of `model` lies in WEIGHTS_FILE: [name, numpy dtype, shape, offset,
+    length], so that a process maps the file once for all sessions of the graph; None when a
+    weight lies elsewhere or has a type numpy lacks (each session then maps its own)."""
+    import numpy as np
+    import onnx
+    from onnx import helper
+
+    table: list[list] = []
+    for tensor in onnx.load(str(model), load_external_data=False).graph.initializer:
+        if tensor.data_location != onnx.TensorProto.EXTERNAL:
+            continue
+        where = {entry.key: entry.value for entry in tensor.external_data}
+        try:
+            dtype = np.dtype(helper.tensor_dtype_to_np_dtype(tensor.data_type))
+        except (KeyError, TypeError):
+            return None
+        if where.get("location") != WEIGHTS_FILE or dtype.kind not in "biuf":
+            return None
+        offset, length = int(where.get("offset", 0)), int(where["length"])
+        table.append([tensor.name, dtype.name, list(tensor.dims), offset, length])
+    return table
 
 
 def write_precision_choice(source: Path, store: Path, stage: str, verdict: dict) -> Artifact:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -52,6 +53,39 @@ def test_artifact_voice_sounds_exactly_like_the_source(voice_copy, tmp_path):
     ours = np.concatenate([p.samples for p in from_artifact.synthesize_sentence(TEXT, SILENT)])
     reference = np.concatenate([p.samples for p in from_source.synthesize_sentence(TEXT, SILENT)])
     np.testing.assert_allclose(ours, reference, atol=1e-5)
+
+
+def test_sessions_of_an_artifact_share_one_mapping_of_its_weights(voice_copy, tmp_path):
+    store = tmp_path / "store"
+    artifact = build_ort_artifact(voice_copy.model, store, "v/vits")
+    weights = artifact.directory / artifact.manifest["files"]["weights"]["name"]
+    assert artifact.manifest["initializers"], "the build lists where each weight lies"
+    stage = OrtCpuBackend(threads=2, workers=2, artifact_store=store).load(voice_copy.model, "v")
+    solo, narrow = stage._pool.acquire(), stage._pool.acquire()  # overlapping runs: two sessions
+    assert solo is not narrow
+    maps = Path("/proc/self/maps").read_text().splitlines()
+    mappings = [line for line in maps if line.endswith(str(weights))]
+    assert len(mappings) == 1
+    ids = [1, 20, 30, 40, 50, 60, 70, 2]
+    feeds = {
+        "input": np.array([ids], dtype=np.int64),
+        "input_lengths": np.array([len(ids)], dtype=np.int64),
+        "scales": np.array([0.0, 1.0, 0.0], dtype=np.float32),
+    }
+    np.testing.assert_array_equal(solo.run(None, feeds)[0], narrow.run(None, feeds)[0])
+
+
+def test_a_weight_table_that_does_not_fit_its_file_is_refused(voice_copy, tmp_path):
+    store = tmp_path / "store"
+    artifact = build_ort_artifact(voice_copy.model, store, "v/vits")
+    manifest_path = artifact.directory / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    name, dtype, shape, _, length = manifest["initializers"][0]
+    size = manifest["files"]["weights"]["size"]
+    manifest["initializers"][0] = [name, dtype, shape, size - length // 2, length]
+    manifest_path.write_text(json.dumps(manifest))
+    with pytest.raises(BackendError, match=f"weight {name!r} outside the file"):
+        OrtCpuBackend(threads=1, artifact_store=store).load(voice_copy.model, "v")
 
 
 def test_changed_source_or_other_library_finds_no_artifact(voice_copy, tmp_path):

@@ -190,11 +190,12 @@ NEVER_FOR_HANDOFF = ("numpy", "onnxruntime", "pydantic", "daemon.config", "piper
 def imported(*args: str, env: dict[str, str]) -> set[str]:
     """The modules `fastvoice ARGS` had loaded when it exited."""
     report = (
-        "import atexit, json, runpy, sys\n"
-        "report = lambda: print('MODULES', json.dumps(sorted(sys.modules)), file=sys.stderr)\n"
-        "atexit.register(report)\n"
+        "import json, sys\n"
         f"sys.argv = ['fastvoice', *{list(args)!r}]\n"
-        "runpy.run_module('daemon', run_name='__main__')\n"
+        "from daemon.cli import main\n"
+        "code = main()\n"
+        "print('MODULES', json.dumps(sorted(sys.modules)), file=sys.stderr)\n"
+        "sys.exit(code)\n"
     )
     result = subprocess.run(
         [sys.executable, "-c", report], capture_output=True, env=env, cwd=REPO, timeout=120

@@ -81,8 +81,8 @@ def probe(index: int = 0) -> GpuStack:
 
 def probe_if_gpu_runtime(index: int = 0) -> GpuStack:
     """The full probe where a GPU backend could run at all; where neither TensorRT nor a GPU
-    onnxruntime is installed, the answer without loading NVML or CUDA (a one-shot command on a
-    CPU box starts that much sooner)."""
+    onnxruntime is installed, the answer without loading NVML or CUDA (on a CPU box, a one-shot
+    command and the service start a tenth of a second sooner)."""
     providers = _ort_providers()
     if importlib.util.find_spec("tensorrt") is None and not (
         set(providers) & set(ORT_GPU_PROVIDERS.values())

@@ -8,7 +8,8 @@ Concurrent requests (parallel workers): a run that has the CPU to itself uses th
 every core's threads; runs that overlap use narrow sessions with a share of the cores each, so
 that N requests at once do not oversubscribe the CPU (on 2 cores, two 1-thread sessions serve
 about 1.2x the utterances of one 2-thread session). All sessions of a process share one arena
-(ONNX Runtime's environment allocator), so idle sessions hold no activation memory.
+(ONNX Runtime's environment allocator), so idle sessions hold no activation memory, and the
+sessions of one artifact share one mapping of its weights (daemon.runtime.shared_weights).
 """
 
 from __future__ import annotations
@@ -32,13 +33,18 @@ from daemon.parts import WHOLE, part_kind
 from daemon.runtime.artifacts import Artifact, find_artifact
 from daemon.runtime.base import Backend, Stage, StageReport, ort_specs
 from daemon.runtime.ort_values import run_keeping
+from daemon.runtime.shared_weights import SharedWeights
 
 log = logging.getLogger(__name__)
 
 PROVIDER = "CPUExecutionProvider"
 # The artifact edge_build writes for this backend, and the options it is built with.
 ARTIFACT_KIND = "ort-optimized-onnx"
-ARTIFACT_OPTIONS = {"graph_optimization_level": "all", "weights": "external, memory-mapped"}
+# "mapped once per process": the manifest lists where each weight lies (see shared_weights).
+ARTIFACT_OPTIONS = {
+    "graph_optimization_level": "all",
+    "weights": "external, memory-mapped once per process",
+}
 # The quality gate's verdict for one source model: which precision `auto` loads, and why.
 PRECISION_CHOICE_KIND = "ort-precision-choice"
 
@@ -58,6 +64,15 @@ def physical_cores_available() -> int:
     except AttributeError:
         allowed = os.cpu_count() or 1
     return max(1, min(physical, allowed))
+
+
+def _shared_weights(artifact: Artifact | None) -> SharedWeights | None:
+    """The artifact's weights mapped once for all its sessions; None for a source model (ONNX
+    Runtime maps or reads its weights per session)."""
+    table = artifact.manifest.get("initializers") if artifact is not None else None
+    if artifact is None or table is None or "weights" not in artifact.manifest["files"]:
+        return None
+    return SharedWeights(artifact.directory / artifact.manifest["files"]["weights"]["name"], table)
 
 
 _shared_arena_lock = threading.Lock()
@@ -294,12 +309,16 @@ class OrtCpuBackend(Backend):
         rss_before = psutil.Process().memory_info().rss
         started = time.perf_counter()
 
+        try:
+            weights = _shared_weights(artifact)
+        except OSError as error:
+            raise BackendError(f"{stage}: cannot map the weights of {graph}: {error}") from error
+
         def make(threads: int):
-            return ort.InferenceSession(
-                str(graph),
-                sess_options=self.session_options(artifact is not None, threads),
-                providers=[PROVIDER],
-            )
+            options = self.session_options(artifact is not None, threads)
+            if weights is not None:
+                weights.add_to(options)
+            return ort.InferenceSession(str(graph), sess_options=options, providers=[PROVIDER])
 
         try:
             pool = SessionPool(make, self.threads, self.workers, self.requests)

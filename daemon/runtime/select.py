@@ -20,7 +20,7 @@ from daemon.errors import BackendError
 from daemon.parts import WHOLE, part_label
 from daemon.runtime.artifacts import default_store
 from daemon.runtime.base import Backend, Stage
-from daemon.runtime.gpu import ORT_GPU_PROVIDERS, GpuStack, memory_in_use, probe
+from daemon.runtime.gpu import ORT_GPU_PROVIDERS, GpuStack, memory_in_use, probe_if_gpu_runtime
 from daemon.runtime.ort_cpu import OrtCpuBackend, physical_cores_available
 
 if TYPE_CHECKING:  # the GPU backends are imported only where a chain uses them
@@ -136,7 +136,7 @@ def plan_chain(choice: str, stack: GpuStack) -> tuple[list[str], str]:
 def create_backend(
     config: Config,
     concurrent: bool = False,
-    probe_stack: Callable[[int], GpuStack] = probe,
+    probe_stack: Callable[[int], GpuStack] = probe_if_gpu_runtime,
 ) -> tuple[Backend, str]:
     """Returns the backend (a chain where a GPU backend is in play) and a one-line reason,
     logged and shown in status.
