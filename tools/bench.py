@@ -6,13 +6,15 @@ quiet (its thread pool may spin after a run). Rows, each with its peer and the g
 to: cold `say -o` against stock Piper's CLI, with peak RSS and import time; warm requests (short
 and medium announcements, a long text) against `PiperVoice`; throughput at the best concurrency;
 the Wyoming path against wyoming-piper (one request, and four at once: first audio and the whole
-request); service start → listening and → first audio of a first request; service RSS after
+request); service start → listening and → first audio of a first request, with the page cache
+warm and, where allowed (root), emptied just before the start; service RSS after
 mixed requests; `fastvoice say` through the running service (command → first audio); a phrase
 cache hit; word error rate (pocketsphinx). Medians with min-max: the machines are noisy, compare
 the ratios of one run. fastvoice runs as deployed: `fastvoice build` first, phrase cache off
 except for its own row.
 
-Run: .venv/bin/python tools/bench.py [--runs 5] [--out bench-out]   (or: fastvoice bench ...)
+Run: .venv/bin/python tools/bench.py [--runs 5] [--out bench-out] [--only say warm wyoming start]
+(or: fastvoice bench ...)
 Needs the bench extra: pip install -e '.[cpu,bench]' (wyoming-piper, pocketsphinx, matplotlib).
 Writes bench.md, bench.json and bench.png under --out.
 """
@@ -85,6 +87,7 @@ ANNOUNCEMENTS = (
     "every station along the river.",
 )
 WYOMING_CONCURRENT = 4
+SECTIONS = ["say", "warm", "wyoming", "start"]
 PIPER = "stock piper"
 WYOMING_PIPER = "wyoming-piper"
 
@@ -315,13 +318,28 @@ def wyoming_rows(table: Table, servers: Servers, runs: int) -> None:
             table.add(row, "fastvoice", first, "-", "<= 0.060 s")
 
 
+def drop_page_cache() -> bool:
+    """Empties the kernel's page cache, as after a reboot (needs root); False where refused."""
+    os.sync()
+    try:
+        Path("/proc/sys/vm/drop_caches").write_text("1\n")
+    except OSError:
+        return False
+    return True
+
+
 def start_rows(table: Table, servers: Servers, runs: int) -> None:
+    """Each system started with the page cache emptied just before (where allowed: root), then
+    at once again with it warm (its own files cached by the start before)."""
     for _ in range(runs):
         for system in ("fastvoice", "peer"):
-            ready, first = servers.cold_start(system, SHORT)
-            table.add("service start → listening (s)", system, ready, WYOMING_PIPER)
-            row = "service start → first audio of a first request (s)"
-            table.add(row, system, first, WYOMING_PIPER, "<= 0.6x")
+            for cache in (", cold page cache", ""):
+                if cache and not drop_page_cache():
+                    continue
+                ready, first = servers.cold_start(system, SHORT)
+                table.add(f"service start → listening{cache} (s)", system, ready, WYOMING_PIPER)
+                row = f"service start → first audio of a first request{cache} (s)"
+                table.add(row, system, first, WYOMING_PIPER, "<= 0.6x")
 
 
 def main() -> None:
@@ -339,6 +357,13 @@ def main() -> None:
         help="fastvoice's runtime.backend (auto: the best this box has)",
     )
     parser.add_argument("--vram-budget-mb", type=float, default=1024.0)
+    parser.add_argument(
+        "--only",
+        choices=SECTIONS,
+        nargs="+",
+        default=SECTIONS,
+        help="run these parts only (default: all)",
+    )
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     table = Table()
@@ -355,7 +380,7 @@ def main() -> None:
         # No service socket: the cold `say` is the in-process path it measures.
         env = {**os.environ, "FASTVOICE_SOCKET": str(directory / "no-service.sock")}
         out = directory / "out.wav"
-        for _ in range(args.runs):
+        for _ in range(args.runs if "say" in args.only else 0):
             for system in ("fastvoice", "piper"):
                 label = "fastvoice" if system == "fastvoice" else "peer"
                 wall, rss = cold_say(system, config_file, out, env)
@@ -363,30 +388,39 @@ def main() -> None:
                 table.add("peak RSS, cold `say -o` (MB)", label, rss, PIPER)
                 seconds = import_seconds(system, config_file, out, env)
                 table.add("imports of the cold `say -o` (s)", label, seconds, PIPER)
-        workers = {"fastvoice": Worker("fastvoice", document), "piper": Worker("piper", {})}
-        try:
-            warm_rows(table, workers, args.runs)
-            throughput_rows(table, workers, args.seconds, args.max_clients)
-            texts = [SHORT, MEDIUM, LONG] * args.runs
-            for name, worker in workers.items():
-                wer = worker.ask(op="wer", texts=texts)["wer"]
-                if wer is not None:
-                    label = "fastvoice" if name == "fastvoice" else "peer"
-                    table.add("word error rate (pocketsphinx)", label, wer, PIPER)
-            hits = workers["fastvoice"].ask(op="cache_hit", text=MEDIUM, runs=args.runs)["firsts"]
-            for first in hits:
-                table.add("first audio, phrase cache hit (s)", "fastvoice", first)
-            text_rows(table, workers["fastvoice"], args.runs)
-        finally:
-            for worker in workers.values():
-                worker.close()
+        if "warm" in args.only:
+            warm_sections(table, document, args)
         servers = Servers(directory, store)
         try:
-            wyoming_rows(table, servers, args.runs)
-            start_rows(table, servers, args.runs)
+            if "wyoming" in args.only:
+                wyoming_rows(table, servers, args.runs)
+            if "start" in args.only:
+                start_rows(table, servers, args.runs)
         finally:
             servers.close()
     write_reports(table.results(), args.out)
+
+
+def warm_sections(table: Table, document: dict, args: argparse.Namespace) -> None:
+    """The in-process systems, each in its worker process: requests, throughput, word error
+    rate, a phrase cache hit, text preparation."""
+    workers = {"fastvoice": Worker("fastvoice", document), "piper": Worker("piper", {})}
+    try:
+        warm_rows(table, workers, args.runs)
+        throughput_rows(table, workers, args.seconds, args.max_clients)
+        texts = [SHORT, MEDIUM, LONG] * args.runs
+        for name, worker in workers.items():
+            wer = worker.ask(op="wer", texts=texts)["wer"]
+            if wer is not None:
+                label = "fastvoice" if name == "fastvoice" else "peer"
+                table.add("word error rate (pocketsphinx)", label, wer, PIPER)
+        hits = workers["fastvoice"].ask(op="cache_hit", text=MEDIUM, runs=args.runs)["firsts"]
+        for first in hits:
+            table.add("first audio, phrase cache hit (s)", "fastvoice", first)
+        text_rows(table, workers["fastvoice"], args.runs)
+    finally:
+        for worker in workers.values():
+            worker.close()
 
 
 def write_reports(results: dict[str, dict], out: Path) -> None:
