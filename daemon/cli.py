@@ -102,7 +102,7 @@ def _say_through_service(args: argparse.Namespace, text: str) -> int:
     from daemon.local_socket import hand_to_service
 
     say: dict[str, Any] = {"text": text, "priority": args.priority}
-    optional = {"voice": args.voice, "speaker": args.speaker, "id": args.id}
+    optional = {"voice": args.voice, "speaker": args.speaker, "id": args.id, "chime": args.chime}
     say.update({key: value for key, value in optional.items() if value is not None})
     if args.volume != 1.0:
         say["volume"] = args.volume
@@ -164,8 +164,9 @@ def _say_here(args: argparse.Namespace, text: str) -> int:
         volume=args.volume,
     )
     cache = None if args.no_cache else phrase_cache(config.cache)
+    chime = args.chime or config.sounds.chime_by_priority.get(args.priority)
     chunks = Synthesizer(registry, Settings(config), cache).synthesize(
-        text, voice.info.name, options
+        text, voice.info.name, options, chime=chime
     )
     first = next(chunks)
     pause = config.audio.sentence_pause_s if args.sentence_pause is None else args.sentence_pause
@@ -315,6 +316,7 @@ def cmd_send(args: argparse.Namespace) -> int:
         "voice": args.voice,
         "speaker": args.speaker,
         "volume": args.volume,
+        "chime": args.chime,
         "expires_s": args.expires,
     }
     say.update({key: value for key, value in optional.items() if value is not None})
@@ -423,6 +425,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     say.add_argument("--id", help="job id when a service runs on this box (default: generated)")
     say.add_argument(
+        "--chime",
+        help="sound before the speech: dingdong, attention, alarm, a file's name in sounds.dir, "
+        "or none (default: the config's sounds.chime_by_priority)",
+    )
+    say.add_argument(
         "--timeout",
         type=_bounded_float(0, 86_400, low_inclusive=False),
         default=600,
@@ -476,6 +483,7 @@ def build_parser() -> argparse.ArgumentParser:
     send.add_argument("--speaker", type=_speaker, help="speaker name or index")
     send.add_argument("--volume", type=_bounded_float(0, 1), help="this job's volume, 0 to 1")
     send.add_argument("--expires", type=_bounded_float(0, 86_400, low_inclusive=False))
+    send.add_argument("--chime", help="sound before the speech (a name, or none)")
     send.add_argument("--id", help="job id (default: generated)")
     send.add_argument("--timeout", type=_bounded_float(0, 3600, low_inclusive=False), default=120)
     send.add_argument("--save", type=Path, help="have the audio published back and save it here")

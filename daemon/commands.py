@@ -54,6 +54,11 @@ class SayCommand(BaseModel):
     priority: Priority = Field(
         "normal", description="queue order; critical interrupts what is playing"
     )
+    chime: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")] | None = Field(
+        None,
+        description="sound before the speech: dingdong, attention, alarm, a file's name in "
+        "sounds.dir, or none; default: the config's sounds.chime_by_priority",
+    )
     volume: float | None = Field(None, ge=0.0, le=1.0, description="this job's volume, 0 to 1")
     output: Literal["play", "publish", "both"] = Field(
         "play", description="play on the box, publish to reply_topic, or both"

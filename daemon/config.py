@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Discriminator,
@@ -324,6 +325,71 @@ class AudioConfig(StrictModel):
     )
 
 
+class SoundsConfig(StrictModel):
+    dir: Path | None = Field(
+        None, description="WAV, FLAC or OGG files, each a sound named by its file name's stem"
+    )
+    chime_by_priority: dict[
+        Literal["low", "normal", "high", "critical"],
+        Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")],
+    ] = Field(
+        default_factory=dict,
+        description="the sound before a job of this priority whose say names no chime "
+        "(built-in: dingdong, attention, alarm; default: none)",
+    )
+
+    _resolve = field_validator("dir")(_resolve_path)
+
+    @model_validator(mode="after")
+    def _chimes_exist(self) -> SoundsConfig:
+        if not self.chime_by_priority:
+            return self
+        from daemon.audio.sounds import SoundLibrary
+        from daemon.errors import SoundError
+
+        library = SoundLibrary(self.dir)
+        for priority, name in self.chime_by_priority.items():
+            try:
+                library.check(name)
+            except SoundError as error:
+                raise ValueError(f"chime_by_priority.{priority}: {error}") from None
+        return self
+
+
+Weekday = Literal["mon", "tue", "wed", "thu", "fri", "sat", "sun"]
+
+
+def _clock_time(value: str) -> str:
+    if not re.fullmatch(r"([01][0-9]|2[0-3]):[0-5][0-9]", value):
+        raise ValueError(f"{value!r} is not a time of day as HH:MM (00:00 to 23:59)")
+    return value
+
+
+ClockTime = Annotated[str, AfterValidator(_clock_time)]
+
+
+class QuietWindow(StrictModel):
+    """A time of the week when announcements wait or play quieter (daemon.quiet_hours)."""
+
+    start: ClockTime = Field(alias="from", description="HH:MM, when the window begins")
+    end: ClockTime = Field(alias="to", description="HH:MM; before `from`: the next day")
+    days: list[Weekday] = Field(
+        ["mon", "tue", "wed", "thu", "fri", "sat", "sun"],
+        min_length=1,
+        description="the days the window begins on",
+    )
+    max_volume: float = Field(0.3, ge=0.0, le=1.0, description="loudest a job plays (not critical)")
+    defer_below: Literal["normal", "high", "critical"] | None = Field(
+        "high", description="jobs of a lower priority wait for the window's end; null: none wait"
+    )
+
+    @model_validator(mode="after")
+    def _not_empty(self) -> QuietWindow:
+        if self.start == self.end:
+            raise ValueError(f"from and to are both {self.start}: the window would be empty")
+        return self
+
+
 class PregenerateItem(StrictModel):
     text: str = Field(min_length=1)
     voice: VoiceName | None = None
@@ -573,6 +639,11 @@ class Config(StrictModel):
     gpu: GpuConfig = Field(default_factory=GpuConfig)
     text: TextConfig = Field(default_factory=TextConfig)
     audio: AudioConfig = Field(default_factory=AudioConfig)
+    sounds: SoundsConfig = Field(default_factory=SoundsConfig)
+    time_zone: str | None = Field(
+        None, description="IANA time zone of quiet_hours (default: the box's own)"
+    )
+    quiet_hours: list[QuietWindow] = Field(default_factory=list)
     cache: CacheConfig = Field(default_factory=CacheConfig)
     queue: QueueConfig = Field(default_factory=QueueConfig)
     mqtt: MqttConfig = Field(default_factory=MqttConfig)
@@ -581,6 +652,20 @@ class Config(StrictModel):
     wyoming: WyomingConfig = Field(default_factory=WyomingConfig)
     http: HttpConfig = Field(default_factory=HttpConfig)
     local: LocalConfig = Field(default_factory=LocalConfig)
+
+    @field_validator("time_zone")
+    @classmethod
+    def _known_zone(cls, value: str | None) -> str | None:
+        if value is not None:
+            from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+            try:
+                ZoneInfo(value)
+            except (ZoneInfoNotFoundError, ValueError):
+                raise ValueError(
+                    f"{value!r} is not a known time zone (e.g. Europe/Berlin)"
+                ) from None
+        return value
 
     @model_validator(mode="after")
     def _voices_exist(self) -> Config:

@@ -25,6 +25,12 @@ class VoiceError(FastvoiceError):
     exit_code = 2
 
 
+class SoundError(FastvoiceError):
+    """A chime or sound is unknown, unreadable or unsuitable (too long, too large)."""
+
+    exit_code = 2
+
+
 class BackendError(FastvoiceError):
     """A runtime backend is unavailable or failed to load or run a stage."""
 
@@ -38,6 +44,7 @@ def reason_code(error: FastvoiceError) -> str:
     for kind, code in (
         (TextError, "bad_text"),
         (VoiceError, "bad_voice"),
+        (SoundError, "bad_sound"),
         (AudioDeviceError, "audio_device"),
         (BackendError, "synthesis"),
     ):

@@ -7,14 +7,17 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from daemon.audio.sounds import NO_SOUND, SoundLibrary
 from daemon.commands import SayCommand
 from daemon.errors import FastvoiceError
 from daemon.event_sink import EventSink
 from daemon.jobs import DuplicateJob, Job, JobQueue, QueueFull
 from daemon.journal import JobJournal
-from daemon.lanes import Lane
+from daemon.lanes import Lane, publish_only
+from daemon.quiet_hours import quiet_for
 from daemon.settings import Settings
 from daemon.text.prepare import prepare
+from daemon.text.script import Sound
 from daemon.voices.registry import VoiceRegistry
 
 
@@ -39,18 +42,24 @@ class JobIntake:
     def submit(self, command: SayCommand) -> str | None:
         """Checks and queues a command. None when accepted, else why not (also sent as a
         `rejected` event)."""
+        sounds = self.settings.config.sounds
+        chime = command.chime or sounds.chime_by_priority.get(command.priority, NO_SOUND)
         try:
             voice = self.voices.require(command.voice)
-            prepare(command.text, self.settings.config.text, voice, self.voices)
+            script = prepare(command.text, self.settings.config.text, voice, self.voices)
+            library = SoundLibrary(sounds.dir)
+            for name in [chime, *(item.name for item in script if isinstance(item, Sound))]:
+                library.check(name)
         except FastvoiceError as error:
             self.events.emit("rejected", None, id=command.id, reason="invalid", message=str(error))
             return str(error)
-        if command.voice is None:
-            command = command.model_copy(update={"voice": voice})
+        command = command.model_copy(update={"voice": voice, "chime": chime})
         job = Job(command)
         if self.journal is not None:  # before the queue: a lane may end the job at once
             job.journal = self.journal.record(command, time.time())
-        refused = self._enqueue(job)
+        quiet = None if publish_only(job) else quiet_for(self.settings.config)
+        held = quiet is not None and quiet.holds(command.priority)
+        refused = self._enqueue(job, **({"quiet_until": quiet.ends.timestamp()} if held else {}))
         if refused is None and command.priority == "critical":
             self._make_room(job)
         return refused

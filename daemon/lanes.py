@@ -22,6 +22,7 @@ from daemon.audio.player import Player
 from daemon.audio.wav import wav_bytes
 from daemon.errors import FastvoiceError, reason_code
 from daemon.jobs import Job, JobQueue
+from daemon.quiet_hours import quiet_for
 from daemon.settings import Settings
 from daemon.synthesizer import Synthesizer
 from daemon.voices.base import SpeechOptions
@@ -70,7 +71,7 @@ class Lane(threading.Thread):
     def run(self) -> None:
         while not self._stopping.is_set():
             self.heartbeat = time.monotonic()
-            job = self.queue.get(timeout=0.5, accepts=self.accepts)
+            job = self.queue.get(timeout=0.5, accepts=self._takes_now)
             if job is not None:
                 self._run(job)
 
@@ -80,6 +81,15 @@ class Lane(threading.Thread):
 
     def takes(self, job: Job) -> bool:
         return self.accepts is None or self.accepts(job)
+
+    def _takes_now(self, job: Job) -> bool:
+        """A job this lane takes, unless quiet hours hold it (a job that plays here, below the
+        window's priority): asked at every look into the queue, so a window's end or a reload
+        releases it within one poll."""
+        if not self.takes(job):
+            return False
+        quiet = None if publish_only(job) else quiet_for(self.settings.config)
+        return quiet is None or not quiet.holds(job.command.priority)
 
     def interrupt(self, reason: str) -> None:
         """Cut the current job short (from any thread); it ends with `interrupted`."""
@@ -129,10 +139,15 @@ class Lane(threading.Thread):
 
     def _sentences(self, job: Job, rate: int) -> Iterator[AudioPiece]:
         command = job.command
-        options = SpeechOptions(
-            speaker=command.speaker, volume=1.0 if command.volume is None else command.volume
+        volume = 1.0 if command.volume is None else command.volume
+        quiet = None if publish_only(job) else quiet_for(self.settings.config)
+        cap = None if quiet is None else quiet.volume_cap(command.priority)
+        if cap is not None and self.player.volume > 0:  # the box volume times this: at most cap
+            volume = min(volume, cap / self.player.volume)
+        options = SpeechOptions(speaker=command.speaker, volume=volume)
+        chunks = self.synthesizer.synthesize(
+            command.text, command.voice, options, chime=command.chime
         )
-        chunks = self.synthesizer.synthesize(command.text, command.voice, options)
         while True:
             started = time.monotonic()
             chunk = next(chunks, None)

@@ -29,6 +29,7 @@ from daemon.lanes import Lane
 from daemon.mqtt import MqttLink
 from daemon.mqtt_commands import MqttCommands
 from daemon.outbox import Outbox
+from daemon.quiet_hours import quiet_for
 from daemon.settings import ReloadReport, Settings
 from daemon.synthesizer import Synthesizer
 from daemon.voices.base import SpeechOptions
@@ -196,6 +197,7 @@ class Service:
             target = f"unavailable: {error}"
         backend = self.voices.backend
         last_reload = self.settings.last_reload
+        quiet = quiet_for(self.settings.config)
         return {
             "v": 1,
             "version": __version__,
@@ -218,6 +220,7 @@ class Service:
             "local_socket_problem": None if self.local is None else self.local.problem,
             "config_reload": None if last_reload is None else last_reload.as_dict(),
             "restart_needed": self.settings.restart_needed,
+            "quiet_hours_now": None if quiet is None else quiet.as_dict(),
         }
 
 

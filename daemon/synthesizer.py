@@ -1,19 +1,21 @@
-"""Text → script → voices → audio pieces, one utterance at a time so playback starts early."""
+"""Text → script → voices → audio pieces, one utterance at a time so playback starts early; a
+chime first when the job asks for one (speech and chime are one job, cached together)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, replace
 
 import numpy as np
 
 from daemon import faults
 from daemon.audio.piece import AudioPiece
+from daemon.audio.sounds import NO_SOUND, SoundLibrary
 from daemon.cache import PhraseCache, cache_key
 from daemon.errors import TextError
 from daemon.settings import Settings
 from daemon.text.prepare import prepare
-from daemon.text.script import Pause, Script, Utterance, cache_form
+from daemon.text.script import Pause, Script, Sound, Utterance, cache_form
 from daemon.voices.base import SpeechOptions
 from daemon.voices.registry import VoiceRegistry
 
@@ -25,6 +27,15 @@ class Synthesizer:
         self.voices = voices
         self.settings = settings
         self.cache = cache
+        self._sounds = SoundLibrary(settings.config.sounds.dir)
+
+    @property
+    def sounds(self) -> SoundLibrary:
+        """The sounds of the config in force (a reload may name another directory)."""
+        directory = self.settings.config.sounds.dir
+        if self._sounds.directory != directory:
+            self._sounds = SoundLibrary(directory)
+        return self._sounds
 
     def script(self, text: object, voice: str | None = None, *, ssml: bool = False) -> Script:
         """What `synthesize` would speak; raises TextError or VoiceError naming the problem."""
@@ -38,18 +49,29 @@ class Synthesizer:
         options: SpeechOptions | None = None,
         *,
         ssml: bool = False,
+        chime: str | None = None,
     ) -> Iterator[AudioPiece]:
-        """Yields pieces as they are made. Bad text or voice raises before any audio."""
+        """Yields pieces as they are made, `chime` (a sound's name) first. Bad text, voice or
+        sound raises before any audio."""
         with self.voices.backend.request():
-            yield from self._synthesize(text, voice, options or SpeechOptions(), ssml)
+            yield from self._synthesize(text, voice, options or SpeechOptions(), ssml, chime)
 
     def _synthesize(
-        self, text: object, voice: str | None, options: SpeechOptions, ssml: bool
+        self,
+        text: object,
+        voice: str | None,
+        options: SpeechOptions,
+        ssml: bool,
+        chime: str | None,
     ) -> Iterator[AudioPiece]:
         script = self.script(text, voice, ssml=ssml)
         chosen = self.voices.get(voice)
         rate = chosen.info.sample_rate
         gain = np.float32(options.volume)
+        chime = None if chime == NO_SOUND else chime
+        sound = None if chime is None else self.sounds.render(chime, rate)
+        # Every sound rendered before any audio: an unknown one fails the job before it plays.
+        inline = {i.name: self.sounds.render(i.name, rate) for i in script if isinstance(i, Sound)}
 
         def scaled(samples: np.ndarray) -> np.ndarray:
             return samples * gain if gain != 1 else samples
@@ -57,30 +79,38 @@ class Synthesizer:
         key = None
         if self.cache is not None:
             used = {item.voice for item in script if isinstance(item, Utterance)}
-            key = cache_key(
-                {
-                    "voice": chosen.identity(),
-                    "voices": [self.voices.get(name).identity() for name in sorted(used)],
-                    "script": cache_form(script),
-                    "options": {**asdict(options), "volume": None},
-                }
-            )
+            identity = {
+                "voice": chosen.identity(),
+                "voices": [self.voices.get(name).identity() for name in sorted(used)],
+                "script": cache_form(script),
+                "options": {**asdict(options), "volume": None},
+            }
+            if chime is not None:
+                identity["chime"] = self.sounds.identity(chime)
+            if inline:
+                identity["sounds"] = {name: self.sounds.identity(name) for name in sorted(inline)}
+            key = cache_key(identity)
             hit = self.cache.get(key)
             if hit is not None and hit[0] == rate:
                 for piece in hit[1]:
                     yield replace(piece, samples=scaled(piece.samples), from_cache=True)
                 return
         rendered: list[AudioPiece] = []
+        if sound is not None:
+            rendered.append(AudioPiece(sound))
+            yield replace(rendered[-1], samples=scaled(sound))
         for item in script:
-            pieces = (
-                [AudioPiece(np.zeros(round(item.seconds * rate), np.float32), silence=True)]
-                if isinstance(item, Pause)
-                else self._utterance(item, options, rate)
-            )
+            if isinstance(item, Pause):
+                silence = np.zeros(round(item.seconds * rate), np.float32)
+                pieces: Iterable[AudioPiece] = [AudioPiece(silence, silence=True)]
+            elif isinstance(item, Sound):
+                pieces = [AudioPiece(inline[item.name])]
+            else:
+                pieces = self._utterance(item, options, rate)
             for piece in pieces:
                 rendered.append(piece)
                 yield replace(piece, samples=scaled(piece.samples))
-        if not any(not piece.silence for piece in rendered):
+        if not any(not piece.silence for piece in rendered[sound is not None :]):
             raise TextError("the text holds nothing speakable")
         if self.cache is not None and key is not None:
             self.cache.put(key, rate, rendered)

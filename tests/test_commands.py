@@ -35,6 +35,7 @@ def test_json_payload_with_every_field():
         "voice": "v",
         "speaker": 2,
         "priority": "critical",
+        "chime": "alarm",
         "volume": 0.5,
         "output": "both",
         "reply_topic": "speakers/hall",

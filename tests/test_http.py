@@ -93,6 +93,9 @@ def test_status_voices_and_jobs(client):
     voices = client.get("/api/voices").json()
     assert voices["default"] == VOICE and voices["voices"][0]["sample_rate"] == 22050
     assert client.get("/api/jobs").json() == {"jobs": [], "paused": False}
+    sounds = client.get("/api/sounds").json()
+    assert {"dingdong", "attention", "alarm", "none"} <= set(sounds["sounds"])
+    assert sounds["by_priority"] == {}
 
 
 def test_volume_reaches_the_broker(client, service):

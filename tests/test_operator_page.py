@@ -1,7 +1,7 @@
 """The operator page in a real headless browser (Debian's chromium through selenium), against a
-running service: a sentence typed and spoken to the ALSA capture device, the volume slider
-reaching the broker, a queued job stopped from its button. Screenshots go to the test's
-temporary directory (their paths are printed)."""
+running service: a sentence typed and spoken to the ALSA capture device, a chime chosen to play
+before the speech, the volume slider reaching the broker, a queued job stopped from its button.
+Screenshots go to the test's temporary directory (their paths are printed)."""
 
 from __future__ import annotations
 
@@ -16,8 +16,9 @@ from selenium.webdriver.chrome.service import Service as ChromeService
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support import expected_conditions
-from selenium.webdriver.support.ui import WebDriverWait
+from selenium.webdriver.support.ui import Select, WebDriverWait
 
+from daemon.audio.sounds import SoundLibrary
 from tests.daemon_helpers import Daemon
 from tests.mqtt_helpers import free_port
 
@@ -92,6 +93,20 @@ def test_typing_a_sentence_speaks_it(page, service, capture, tmp_path):
     page.save_screenshot(str(screenshot))
     print(f"screenshot: {screenshot}")
     assert screenshot.stat().st_size > 10_000
+
+
+def test_a_chime_chosen_on_the_page_plays_before_the_speech(page, service, capture):
+    WebDriverWait(page, 30).until(
+        expected_conditions.presence_of_element_located((By.CSS_SELECTOR, '#chime [value="alarm"]'))
+    )
+    Select(page.find_element(By.ID, "chime")).select_by_value("alarm")
+    page.find_element(By.ID, "text").send_keys("The alarm chime came first.")
+    page.find_element(By.ID, "say").click()
+    WebDriverWait(page, 60).until(event_shown("finished"))
+    chime = SoundLibrary().render("alarm", 22050)
+    start = np.trim_zeros(capture.played(), "f")[: len(chime)]
+    likeness = np.dot(start, chime) / (np.linalg.norm(start) * np.linalg.norm(chime))
+    assert likeness > 0.9
 
 
 def test_the_volume_slider_reaches_the_broker(page, service):

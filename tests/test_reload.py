@@ -13,12 +13,14 @@ import wave
 
 import numpy as np
 import pytest
+import soundfile
 from rhasspyhermes.audioserver import AudioPlayBytes, AudioPlayFinished
 from rhasspyhermes.tts import TtsSay, TtsSayFinished
 from wyoming.audio import AudioStart
 from wyoming.error import Error
 from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop
 
+from daemon.audio.sounds import SoundLibrary
 from daemon.config import Config
 from daemon.settings import RELOADABLE, RESTART_ONLY, Settings, leaf_keys
 from tests.daemon_helpers import Daemon, say
@@ -218,6 +220,21 @@ def test_audio_device_switches_the_output(fresh, capture):
     fresh.reload(audio={"device": "speaker_a"})
     played_job(fresh, "On the other speaker.")
     assert capture.played("speaker_a").size > 0 and capture.played("default").size == 0
+
+
+def test_sounds_give_the_next_job_of_that_priority_its_chime(fresh, tmp_path):
+    plain = fresh.wav("Doors closing.", priority="high")
+    sounds = tmp_path / "sounds"
+    sounds.mkdir()
+    t = np.arange(11025) / 22050
+    soundfile.write(sounds / "gong.wav", 0.3 * np.sin(2 * np.pi * 330 * t), 22050)
+    info = fresh.reload(sounds={"dir": str(sounds), "chime_by_priority": {"high": "gong"}})
+    assert {"sounds.dir", "sounds.chime_by_priority"} <= set(info["config_reload"]["changed"])
+    chimed = fresh.wav("Doors closing.", priority="high")
+    gong = SoundLibrary(sounds).render("gong", 22050)
+    assert len(chimed) == len(plain) + len(gong) + round(0.2 * 22050)
+    start = chimed[: len(gong)].astype(np.float32)
+    assert np.dot(start, gong) / (np.linalg.norm(start) * np.linalg.norm(gong)) > 0.9
 
 
 def test_audio_volume_scales_playback(fresh, capture):

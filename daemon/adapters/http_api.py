@@ -24,6 +24,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from daemon.adapters import openai_speech
+from daemon.audio.sounds import NO_SOUND
 from daemon.commands import (
     CommandError,
     SayCommand,
@@ -201,6 +202,12 @@ class Routes:
         described = [voices.get(name).info.as_dict() for name in voices.names]
         return JSONResponse({"default": voices.default, "voices": described})
 
+    async def sounds(self, request: Request) -> Response:
+        """The chimes a say may name, and the default chime of each priority."""
+        names = await asyncio.to_thread(self.ports.synthesizer.sounds.names)
+        defaults = self.ports.settings.config.sounds.chime_by_priority
+        return JSONResponse({"sounds": [*names, NO_SOUND], "by_priority": defaults})
+
     async def events(self, request: Request) -> Response:
         """Server-Sent Events: every job event, as published on MQTT."""
         watchers = self.ports.watchers
@@ -272,6 +279,7 @@ def openapi_document() -> dict[str, Any]:
             "/api/jobs": {"get": {"responses": ok}},
             "/api/volume": {"get": {"responses": ok}, "put": {"responses": ok}},
             "/api/voices": {"get": {"responses": ok}},
+            "/api/sounds": {"get": {"responses": ok}},
             "/api/events": {"get": {"responses": ok}},
             "/api/tts": {"get": {"responses": ok}},
             "/v1/audio/speech": {"post": {"requestBody": body("SpeechRequest"), "responses": ok}},
@@ -326,6 +334,7 @@ def build_app(ports: HttpPorts) -> Starlette:
         ("/api/jobs", routes.jobs, ["GET"]),
         ("/api/volume", routes.volume, ["GET", "PUT"]),
         ("/api/voices", routes.voices, ["GET"]),
+        ("/api/sounds", routes.sounds, ["GET"]),
         ("/api/events", routes.events, ["GET"]),
         ("/api/tts", routes.tts, ["GET"]),
         ("/v1/audio/speech", lambda r: openai_speech.speech(ports, r), ["POST"]),

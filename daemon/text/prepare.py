@@ -12,7 +12,7 @@ from daemon.text import ssml
 from daemon.text.cleaning import clean, complete_sentences_end, split_sentences
 from daemon.text.lexicon import Lexicon
 from daemon.text.normalize import normalize, say_as
-from daemon.text.script import Part, Pause, Phonemes, Script, Utterance
+from daemon.text.script import Part, Pause, Phonemes, Script, Sound, Utterance
 
 
 class VoiceDirectory(Protocol):
@@ -67,7 +67,7 @@ class _Builder:
         self.config = config
         self.voices = voices
         self.lexicon = _lexicon(config.lexicon)
-        self.items: list[Utterance | Pause] = []
+        self.items: list[Utterance | Pause | Sound] = []
         self.parts: list[Part] = []
         self.style = ssml.Style()
 
@@ -81,6 +81,9 @@ class _Builder:
             elif isinstance(event, ssml.Break):
                 self._flush()
                 self.items.append(Pause(event.seconds))
+            elif isinstance(event, ssml.Sound):
+                self._flush()
+                self.items.append(Sound(event.name))
             else:
                 self._flush()
         self._flush()

@@ -51,13 +51,22 @@ class Pause:
     seconds: float
 
 
-Script = tuple[Utterance | Pause, ...]
+@dataclass(frozen=True)
+class Sound:
+    """A sound of the library (an SSML `audio`), played as a sentence of its own."""
+
+    name: str
 
 
-def describe(item: Utterance | Pause, voice: str) -> str:
+Script = tuple[Utterance | Pause | Sound, ...]
+
+
+def describe(item: Utterance | Pause | Sound, voice: str) -> str:
     """One line of `fastvoice text` for a request in `voice`."""
     if isinstance(item, Pause):
         return f"<pause {round(item.seconds * 1000)} ms>"
+    if isinstance(item, Sound):
+        return f"<sound {item.name}>"
     style = [
         f"{name}={value:g}" if isinstance(value, float) else f"{name}={value}"
         for name, value, plain in (
@@ -76,6 +85,8 @@ def cache_form(script: Script) -> list[Any]:
     for item in script:
         if isinstance(item, Pause):
             form.append({"pause": item.seconds})
+        elif isinstance(item, Sound):
+            form.append({"sound": item.name})
         else:
             parts = [p if isinstance(p, str) else {"ipa": p.symbols} for p in item.parts]
             form.append(

@@ -46,6 +46,7 @@ EMPHASIS = {
     "none": (1.0, 1.0),
     "reduced": (1.1, 0.8),
 }
+SOUND_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 NEUTRAL_PITCH = re.compile(r"default|medium|[+-]?0+(?:\.0+)?(?:%|Hz|st)?")
 # The attributes each tag takes (xml:lang is taken where SSML allows it).
 ATTRIBUTES = {
@@ -96,7 +97,14 @@ class Break:
     seconds: float
 
 
-Event = Text | PhonemeRun | SentenceBoundary | Break
+@dataclass(frozen=True)
+class Sound:
+    """`<audio src="NAME"/>`: a sound of the library (daemon.audio.sounds) by its name."""
+
+    name: str
+
+
+Event = Text | PhonemeRun | SentenceBoundary | Break | Sound
 
 
 def is_ssml(text: str) -> bool:
@@ -232,13 +240,18 @@ class _Walker:
             yield SentenceBoundary()
 
     def _empty(self, element: Element, tag: str) -> Iterator[Event]:
-        if tag == "audio":
-            raise TextError(
-                f'<audio src="{element.get("src", "")}">: fastvoice has no sound library yet'
-            )
         if len(element) or (element.text or "").strip():
-            raise TextError("<break> must be empty")
-        yield Break(break_seconds(element))
+            raise TextError(f"<{tag}> must be empty")
+        if tag == "break":
+            yield Break(break_seconds(element))
+            return
+        src = element.get("src", "")
+        if not SOUND_NAME.fullmatch(src):
+            raise TextError(
+                f'<audio src="{src}">: src names a sound (dingdong, attention, alarm or a file '
+                "of sounds.dir, by its name), not a file or a URL"
+            )
+        yield Sound(src)
 
     def _leaf(self, element: Element, tag: str, style: Style) -> Event:
         if len(element):
