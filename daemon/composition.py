@@ -7,6 +7,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from daemon.adapters.fleet import Fleet
 from daemon.adapters.hermes import HermesTts
 from daemon.adapters.homeassistant import HomeAssistantDiscovery
 from daemon.adapters.local_server import LocalServer
@@ -82,7 +83,8 @@ def build_service(config: Config) -> Service:
         outbox=outbox,
     )
 
-    external: dict[str, TopicHandler] = {}
+    fleet = Fleet(config.mqtt, commands.handlers(), outbox.publish)
+    external: dict[str, TopicHandler] = fleet.subscriptions()
     discovery = None
     if config.homeassistant.discovery:
         discovery = HomeAssistantDiscovery(config, outbox.publish)
@@ -124,6 +126,7 @@ def build_service(config: Config) -> Service:
         commands=commands,
         link=link,
         discovery=discovery,
+        fleet=fleet,
         wyoming=wyoming,
         local=local,
         http=http,

@@ -472,8 +472,33 @@ class MqttConfig(StrictModel):
         default_factory=list,
         description="topics outside base_topic that a `say` may name as its reply_topic",
     )
+    fleet_topic: str | None = Field(
+        None,
+        description="where zones and the whole fleet are addressed (default: base_topic's parent)",
+    )
+    zones: list[Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")]] = Field(
+        default_factory=list, description="the zones this box belongs to"
+    )
 
     _resolve = field_validator("password_file")(_resolve_path)
+
+    @property
+    def fleet(self) -> str | None:
+        """The fleet topic in force: fleet_topic, else the parent of base_topic (None when
+        base_topic has no parent and none is set)."""
+        if self.fleet_topic is not None:
+            return self.fleet_topic
+        parent = self.base_topic.rpartition("/")[0]
+        return parent or None
+
+    @field_validator("fleet_topic")
+    @classmethod
+    def _plain_fleet_topic(cls, value: str | None) -> str | None:
+        if value is not None and (
+            not value or any(c in value for c in "#+\0") or value.startswith(("$", "/"))
+        ):
+            raise ValueError(f"{value!r} is not a plain topic (no wildcards, no $)")
+        return None if value is None else value.rstrip("/")
 
     @field_validator("reply_topic_prefixes")
     @classmethod
@@ -497,6 +522,18 @@ class MqttConfig(StrictModel):
                 f"{value!r} is not a plain topic (no wildcards, no leading or trailing '/')"
             )
         return value
+
+    @model_validator(mode="after")
+    def _not_a_fleet_topic(self) -> MqttConfig:
+        fleet = self.fleet
+        if fleet is not None and self.base_topic.startswith(f"{fleet}/"):
+            first = self.base_topic.removeprefix(f"{fleet}/").split("/")[0]
+            if first in ("all", "zone"):
+                raise ValueError(
+                    f"base_topic {self.base_topic!r} lies on the fleet's own topics "
+                    f"({fleet}/all, {fleet}/zone): name the box otherwise"
+                )
+        return self
 
     @model_validator(mode="after")
     def _one_password_source(self) -> MqttConfig:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from daemon import __version__, sdnotify
+from daemon.adapters.fleet import Fleet
 from daemon.adapters.homeassistant import HomeAssistantDiscovery
 from daemon.adapters.local_server import LocalServer
 from daemon.adapters.wyoming_server import WyomingServer
@@ -58,6 +59,7 @@ class Service:
     commands: MqttCommands
     link: MqttLink
     discovery: HomeAssistantDiscovery | None = None
+    fleet: Fleet | None = None
     wyoming: WyomingServer | None = None
     local: LocalServer | None = None
     http: HttpServer | None = None
@@ -127,6 +129,8 @@ class Service:
             lane.shutdown()
         for lane in self.lanes:
             lane.join(timeout=10)
+        if self.fleet is not None and self.link.connected:
+            self.fleet.withdraw()
         self.link.stop()
 
     def apply(self, report: ReloadReport) -> None:
@@ -154,6 +158,8 @@ class Service:
         self.commands.publish_state()
         if self.discovery is not None:
             self.discovery.announce()
+        if self.fleet is not None:
+            self.fleet.announce()
 
     def publish_info(self) -> None:
         self.published_problems = self.problems()
@@ -221,6 +227,7 @@ class Service:
             "config_reload": None if last_reload is None else last_reload.as_dict(),
             "restart_needed": self.settings.restart_needed,
             "quiet_hours_now": None if quiet is None else quiet.as_dict(),
+            "fleet": None if self.fleet is None else self.fleet.as_dict(),
         }
 
 

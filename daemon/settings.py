@@ -84,6 +84,8 @@ RESTART_ONLY = frozenset(
         "mqtt.password_env",
         "mqtt.client_id",
         "mqtt.base_topic",
+        "mqtt.fleet_topic",
+        "mqtt.zones",
         "mqtt.qos",
         "mqtt.keepalive_s",
         "mqtt.tls",

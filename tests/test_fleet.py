@@ -1,0 +1,87 @@
+"""Zones and the fleet topic: two services on one real broker, addressed together and apart."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+
+from tests.daemon_helpers import Daemon
+from tests.mqtt_helpers import Recorder
+
+
+@pytest.fixture
+def fleet(broker, alsa, tmp_path):
+    """Boxes `a` (zone lobby) and `b` (zones lobby and floor-2) of one fleet, each playing on a
+    capture device of its own, and a recorder of the fleet's topics."""
+    topic = f"fleet-{uuid.uuid4().hex[:6]}"
+    boxes = {}
+    for name, zones in (("a", ["lobby"]), ("b", ["lobby", "floor-2"])):
+        directory = tmp_path / name
+        directory.mkdir()
+        boxes[name] = Daemon(
+            broker,
+            directory,
+            alsa.env(),
+            base=f"{topic}/{name}",
+            mqtt={"client_id": f"fv-{name}-{uuid.uuid4().hex[:6]}", "zones": zones},
+        )
+    watcher = Recorder(broker.port, topic, client_id=None)
+    yield topic, boxes, watcher
+    watcher.close()
+    for box in boxes.values():
+        box.stop()
+
+
+def send(watcher: Recorder, topic: str, **fields) -> str:
+    fields.setdefault("id", uuid.uuid4().hex[:10])
+    watcher.publish_to(topic, json.dumps(fields))
+    return fields["id"]
+
+
+def test_a_zone_reaches_its_members_and_all_reaches_every_box(fleet):
+    topic, boxes, watcher = fleet
+    both = send(watcher, f"{topic}/zone/lobby/say", text="The lobby closes at six.")
+    only_b = send(watcher, f"{topic}/zone/floor-2/say", text="Floor two is closed.")
+    everyone = send(watcher, f"{topic}/all/say", text="Good evening.")
+    for box in boxes.values():
+        box.recorder.event(both, "finished")
+        box.recorder.event(everyone, "finished")
+    boxes["b"].recorder.event(only_b, "finished")
+    # `a` took its jobs in arrival order: had the floor-2 job reached it, it would be there.
+    assert boxes["a"].recorder.events(only_b) == []
+
+
+def test_a_zone_stop_ends_a_members_job(fleet):
+    topic, boxes, watcher = fleet
+    box = boxes["b"]
+    box.recorder.publish("pause", b"true")
+    job = send(watcher, f"{topic}/zone/floor-2/say", text="Waiting on floor two.")
+    box.recorder.event(job, "queued")
+    watcher.publish_to(f"{topic}/zone/floor-2/stop", json.dumps({"id": job}))
+    assert box.recorder.event(job, "interrupted")["reason"] == "stopped"
+    box.recorder.publish("pause", b"false")
+
+
+def test_members_are_announced_retained_shown_in_status_and_withdrawn_at_stop(fleet, broker):
+    topic, boxes, _ = fleet
+    members = Recorder(broker.port, f"{topic}/zone", client_id=None)
+    try:
+        for zone, box in (("lobby", "a"), ("lobby", "b"), ("floor-2", "b")):
+            member = f"{topic}/zone/{zone}/members/{box}"
+            _, payload, retained = members.wait_for(lambda t, p, m=member: t == m and p != b"")
+            assert retained and json.loads(payload)["base_topic"] == f"{topic}/{box}"
+        b = boxes["b"]
+        _, info, _ = b.recorder.wait_for(lambda t, p: t == f"{b.base}/status/info")
+        assert json.loads(info)["fleet"] == {
+            "topic": topic,
+            "zones": ["lobby", "floor-2"],
+            "box": "b",
+        }
+        since = len(members.seen)
+        b.stop()
+        member = f"{topic}/zone/floor-2/members/b"
+        members.wait_for(lambda t, p: t == member and p == b"", since=since)
+    finally:
+        members.close()
