@@ -323,6 +323,11 @@ class AudioConfig(StrictModel):
     prefill_s: float = Field(
         0.1, ge=0.0, le=600.0, description="audio buffered before playback starts"
     )
+    media_role: Literal["announce", "event", "phone", "notification"] | None = Field(
+        "announce",
+        description="media.role of the playback streams on PulseAudio or PipeWire, whose "
+        "role-ducking lowers music while fastvoice speaks; null: none",
+    )
 
 
 class SoundsConfig(StrictModel):

@@ -72,6 +72,7 @@ RESTART_ONLY = frozenset(
         "gpu.profile_levels",
         "gpu.builder_optimization_level",
         "gpu.workspace_fraction",
+        "audio.media_role",
         "cache.enabled",
         "cache.dir",
         "cache.pregenerate",

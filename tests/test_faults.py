@@ -213,8 +213,10 @@ class SoundServer:
     """A real PulseAudio with a null sink (paced like a real speaker), and an ALSA device
     `speaker_pa` on it: killing the server is the device going away mid-playback."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, modules: tuple[str, ...] = ()) -> None:
+        """`modules`: more PulseAudio modules to load, with their arguments."""
         self.root = root
+        self.modules = modules
         self.socket = root / "native"
         (root / "xdg" / "alsa").mkdir(parents=True)
         (root / "xdg" / "alsa" / "asoundrc").write_text(
@@ -240,6 +242,7 @@ class SoundServer:
                 "pulseaudio", "-n", "--daemonize=no", "--exit-idle-time=-1", "--use-pid-file=no",
                 "-L", "module-null-sink sink_name=speaker",
                 "-L", f"module-native-protocol-unix socket={self.socket} auth-anonymous=1",
+                *(argument for module in self.modules for argument in ("-L", module)),
             ],
             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip

@@ -8,6 +8,7 @@ cannot open the voice's rate (or `audio.sample_rate` asks for another), soxr res
 from __future__ import annotations
 
 import itertools
+import os
 import threading
 from collections import deque
 from collections.abc import Iterable
@@ -136,6 +137,16 @@ class _BoundedBuffer:
             return self._closed and not self._blocks
 
 
+def announce_media_role(role: str) -> None:
+    """Streams opened from now on carry `media.role` (libpulse reads PULSE_PROP when PortAudio's
+    ALSA pulse device, or PipeWire's pulse server, connects), so the sound server's
+    role-ducking (PulseAudio's module-role-ducking, WirePlumber's policies) lowers music while
+    fastvoice speaks. A role the environment already sets is kept."""
+    properties = os.environ.get("PULSE_PROP", "")
+    if "media.role" not in properties:
+        os.environ["PULSE_PROP"] = f"{properties} media.role={role}".strip()
+
+
 class Player:
     """Plays one utterance at a time on the configured device."""
 
@@ -161,6 +172,8 @@ class Player:
     @classmethod
     def from_config(cls, audio: AudioConfig, device: str | int | None = None) -> Player:
         """The player of the `audio` settings (`device`, when given, instead of theirs)."""
+        if audio.media_role is not None:
+            announce_media_role(audio.media_role)
         player = cls(volume=audio.volume)
         player.apply(audio)
         if device is not None:
