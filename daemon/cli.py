@@ -164,7 +164,7 @@ def _say_here(args: argparse.Namespace, text: str) -> int:
         volume=args.volume,
     )
     cache = None if args.no_cache else phrase_cache(config.cache)
-    chime = args.chime or config.sounds.chime_by_priority.get(args.priority)
+    chime = config.sounds.chime_for(args.chime, args.priority)
     chunks = Synthesizer(registry, Settings(config), cache).synthesize(
         text, voice.info.name, options, chime=chime
     )

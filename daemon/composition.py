@@ -25,6 +25,7 @@ from daemon.mqtt import MqttLink, TopicHandler
 from daemon.mqtt_commands import MqttCommands
 from daemon.outbox import Outbox
 from daemon.runtime.select import create_backend
+from daemon.scheduler import Scheduler
 from daemon.service import Service
 from daemon.settings import Settings
 from daemon.synthesizer import Synthesizer
@@ -43,8 +44,9 @@ def build_service(config: Config) -> Service:
     player = Player.from_config(config.audio)
     queue = JobQueue(config.queue.max_jobs)
     journal = None
+    journal_dir = config.queue.journal_dir or state_root() / "jobs"
     if config.queue.persist:
-        journal = JobJournal(config.queue.journal_dir or state_root() / "jobs")
+        journal = JobJournal(journal_dir)
 
     local = None
     socket_path = service_socket_path()
@@ -84,6 +86,9 @@ def build_service(config: Config) -> Service:
     )
 
     fleet = Fleet(config.mqtt, commands.handlers(), outbox.publish)
+    scheduler = Scheduler(
+        settings, intake.submit, events.emit, synthesizer, journal_dir.parent / "schedules.json"
+    )
     external: dict[str, TopicHandler] = fleet.subscriptions()
     discovery = None
     if config.homeassistant.discovery:
@@ -127,6 +132,7 @@ def build_service(config: Config) -> Service:
         link=link,
         discovery=discovery,
         fleet=fleet,
+        scheduler=scheduler,
         wyoming=wyoming,
         local=local,
         http=http,

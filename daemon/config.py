@@ -11,6 +11,7 @@ import os
 import re
 import socket
 import stat
+from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -345,6 +346,10 @@ class SoundsConfig(StrictModel):
 
     _resolve = field_validator("dir")(_resolve_path)
 
+    def chime_for(self, chime: str | None, priority: str) -> str:
+        """The chime a job plays: its own, else its priority's, else none."""
+        return chime or self.chime_by_priority.get(priority, "none")
+
     @model_validator(mode="after")
     def _chimes_exist(self) -> SoundsConfig:
         if not self.chime_by_priority:
@@ -392,6 +397,38 @@ class QuietWindow(StrictModel):
     def _not_empty(self) -> QuietWindow:
         if self.start == self.end:
             raise ValueError(f"from and to are both {self.start}: the window would be empty")
+        return self
+
+
+class ScheduleEntry(StrictModel):
+    """An announcement made on a schedule (daemon.scheduler): `cron` repeats, `at` is once."""
+
+    name: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,40}$")] | None = Field(
+        None, description="in job ids, events and status (default: schedule-<index>)"
+    )
+    cron: str | None = Field(None, description="five-field cron expression, in time_zone")
+    at: datetime | None = Field(None, description="once, at this local time (ISO 8601)")
+    text: str = Field(min_length=1, description="what to say (SSML when it starts with <speak)")
+    voice: VoiceName | None = None
+    chime: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")] | None = None
+    priority: Literal["low", "normal", "high", "critical"] = "normal"
+    volume: float | None = Field(None, ge=0.0, le=1.0)
+    grace_s: float = Field(
+        60.0, ge=0.0, le=86_400, description="a run missed by longer (service down) is reported"
+    )
+
+    @model_validator(mode="after")
+    def _cron_or_at(self) -> ScheduleEntry:
+        if (self.cron is None) == (self.at is None):
+            raise ValueError("give either cron (repeating) or at (once)")
+        if self.cron is not None:
+            from croniter import croniter
+
+            if len(self.cron.split()) != 5 or not croniter.is_valid(self.cron):
+                raise ValueError(
+                    f"cron {self.cron!r} is not a five-field cron expression (minute hour "
+                    "day-of-month month day-of-week, e.g. '0 21 * * *')"
+                )
         return self
 
 
@@ -686,6 +723,7 @@ class Config(StrictModel):
         None, description="IANA time zone of quiet_hours (default: the box's own)"
     )
     quiet_hours: list[QuietWindow] = Field(default_factory=list)
+    schedules: list[ScheduleEntry] = Field(default_factory=list)
     cache: CacheConfig = Field(default_factory=CacheConfig)
     queue: QueueConfig = Field(default_factory=QueueConfig)
     mqtt: MqttConfig = Field(default_factory=MqttConfig)
@@ -725,6 +763,16 @@ class Config(StrictModel):
                     f"cache.pregenerate.{index}.voice: {item.voice!r} is not among the voices "
                     f"({known})"
                 )
+        names = set()
+        for index, entry in enumerate(self.schedules):
+            if entry.voice is not None and entry.voice not in self.voices:
+                raise ValueError(
+                    f"schedules.{index}.voice: {entry.voice!r} is not among the voices ({known})"
+                )
+            name = entry.name or f"schedule-{index}"
+            if name in names:
+                raise ValueError(f"schedules.{index}.name: {name!r} is used twice")
+            names.add(name)
         return self
 
 

@@ -7,7 +7,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from daemon.audio.sounds import NO_SOUND, SoundLibrary
+from daemon.audio.sounds import SoundLibrary
 from daemon.commands import SayCommand
 from daemon.errors import FastvoiceError
 from daemon.event_sink import EventSink
@@ -43,7 +43,7 @@ class JobIntake:
         """Checks and queues a command. None when accepted, else why not (also sent as a
         `rejected` event)."""
         sounds = self.settings.config.sounds
-        chime = command.chime or sounds.chime_by_priority.get(command.priority, NO_SOUND)
+        chime = sounds.chime_for(command.chime, command.priority)
         try:
             voice = self.voices.require(command.voice)
             script = prepare(command.text, self.settings.config.text, voice, self.voices)

@@ -31,6 +31,7 @@ from daemon.mqtt import MqttLink
 from daemon.mqtt_commands import MqttCommands
 from daemon.outbox import Outbox
 from daemon.quiet_hours import quiet_for
+from daemon.scheduler import Scheduler
 from daemon.settings import ReloadReport, Settings
 from daemon.synthesizer import Synthesizer
 from daemon.voices.base import SpeechOptions
@@ -60,6 +61,7 @@ class Service:
     link: MqttLink
     discovery: HomeAssistantDiscovery | None = None
     fleet: Fleet | None = None
+    scheduler: Scheduler | None = None
     wyoming: WyomingServer | None = None
     local: LocalServer | None = None
     http: HttpServer | None = None
@@ -83,6 +85,8 @@ class Service:
         self.intake.recover()
         for lane in self.lanes:
             lane.start()
+        if self.scheduler is not None:
+            self.scheduler.start()
         if self.wyoming is not None:
             self.wyoming.start()
             self.wyoming.ready.wait(30)
@@ -125,6 +129,8 @@ class Service:
             self.wyoming.shutdown()
         if self.http is not None:
             self.http.shutdown()
+        if self.scheduler is not None:
+            self.scheduler.shutdown()
         for lane in self.lanes:
             lane.shutdown()
         for lane in self.lanes:
@@ -228,6 +234,7 @@ class Service:
             "restart_needed": self.settings.restart_needed,
             "quiet_hours_now": None if quiet is None else quiet.as_dict(),
             "fleet": None if self.fleet is None else self.fleet.as_dict(),
+            "schedules": [] if self.scheduler is None else self.scheduler.upcoming(),
         }
 
 

@@ -38,6 +38,7 @@ RELOADABLE = frozenset(
         "sounds.chime_by_priority",
         "time_zone",
         "quiet_hours",
+        "schedules",
         "cache.max_mb",
         "queue.max_jobs",
         "queue.max_payload_bytes",
