@@ -37,7 +37,9 @@ SYSTEM_CONFIG = Path("/etc/fastvoice/fastvoice.yaml")
 DEFAULT_VOICE = "en_US-joe-medium"
 MAX_CONFIG_BYTES = 1_000_000
 
-VoiceName = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")]
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+VoiceName = Annotated[str, Field(pattern=NAME_PATTERN)]
+SoundName = Annotated[str, Field(pattern=NAME_PATTERN)]
 
 
 class StrictModel(BaseModel):
@@ -337,7 +339,7 @@ class SoundsConfig(StrictModel):
     )
     chime_by_priority: dict[
         Literal["low", "normal", "high", "critical"],
-        Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")],
+        SoundName,
     ] = Field(
         default_factory=dict,
         description="the sound before a job of this priority whose say names no chime "
@@ -410,7 +412,7 @@ class ScheduleEntry(StrictModel):
     at: datetime | None = Field(None, description="once, at this local time (ISO 8601)")
     text: str = Field(min_length=1, description="what to say (SSML when it starts with <speak)")
     voice: VoiceName | None = None
-    chime: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")] | None = None
+    chime: SoundName | None = None
     priority: Literal["low", "normal", "high", "critical"] = "normal"
     volume: float | None = Field(None, ge=0.0, le=1.0)
     grace_s: float = Field(
@@ -769,6 +771,14 @@ class Config(StrictModel):
                 raise ValueError(
                     f"schedules.{index}.voice: {entry.voice!r} is not among the voices ({known})"
                 )
+            if entry.chime is not None:
+                from daemon.audio.sounds import SoundLibrary
+                from daemon.errors import SoundError
+
+                try:
+                    SoundLibrary(self.sounds.dir).check(entry.chime)
+                except SoundError as error:
+                    raise ValueError(f"schedules.{index}.chime: {error}") from None
             name = entry.name or f"schedule-{index}"
             if name in names:
                 raise ValueError(f"schedules.{index}.name: {name!r} is used twice")

@@ -64,6 +64,7 @@ def test_runs_are_in_order_across_schedules():
         ({"cron": "@daily", "text": "x"}, "not a five-field cron expression"),
         ({"cron": "0 9 * * *", "text": "x", "voice": "nobody"}, "schedules.0.voice: 'nobody'"),
         ({"cron": "0 9 * * *", "text": ""}, "schedules.0.text"),
+        ({"cron": "0 9 * * *", "text": "x", "chime": "gong"}, "schedules.0.chime: unknown sound"),
     ],
 )
 def test_a_broken_schedule_is_named_by_its_key(entry, message):

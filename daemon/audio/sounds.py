@@ -16,7 +16,6 @@ import numpy as np
 from daemon.errors import SoundError
 
 NO_SOUND = "none"
-SOUND_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 FILE_SUFFIXES = (".wav", ".flac", ".ogg")
 MAX_FILE_BYTES = 20_000_000
 MAX_SOUND_S = 30.0
