@@ -324,6 +324,18 @@ def cmd_send(args: argparse.Namespace) -> int:
         SayCommand.model_validate(say)
     except ValidationError as error:
         raise TextError(format_validation_error(error, noun="field")) from None
+    if args.zone is not None:
+        from daemon.send import send_to_zone
+
+        if args.save is not None:
+            raise TextError("--save takes one box's audio: not with --zone")
+        by_box = send_to_zone(config.mqtt, args.zone, say, args.lead, args.timeout)
+        for box, box_events in by_box.items():
+            for event in box_events:
+                print(f"{box}  ", end="")
+                _print_event(event)
+        ok = all(box_events[-1]["event"] == "finished" for box_events in by_box.values())
+        return 0 if ok else 1
     events, audio = send(config.mqtt, say, args.timeout, args.save)
     for event in events:
         _print_event(event)
@@ -484,6 +496,13 @@ def build_parser() -> argparse.ArgumentParser:
     send.add_argument("--volume", type=_bounded_float(0, 1), help="this job's volume, 0 to 1")
     send.add_argument("--expires", type=_bounded_float(0, 86_400, low_inclusive=False))
     send.add_argument("--chime", help="sound before the speech (a name, or none)")
+    send.add_argument("--zone", help="every box of this zone, starting together (one `at` for all)")
+    send.add_argument(
+        "--lead",
+        type=_bounded_float(0.1, 60),
+        default=1.5,
+        help="with --zone: seconds from now to the shared start (default 1.5)",
+    )
     send.add_argument("--id", help="job id (default: generated)")
     send.add_argument("--timeout", type=_bounded_float(0, 3600, low_inclusive=False), default=120)
     send.add_argument("--save", type=Path, help="have the audio published back and save it here")

@@ -72,6 +72,16 @@ class SayCommand(BaseModel):
     expires_s: float | None = Field(
         None, gt=0, le=86_400, description="drop the job if it has not started this long after"
     )
+    at: int | None = Field(
+        None,
+        gt=0,
+        description="unix time in milliseconds when the first sample leaves the speaker: "
+        "boxes given the same `at` start together",
+    )
+    sync: bool = Field(
+        False,
+        description="without `at`: start queue.sync_lead_s after the box received it",
+    )
 
     _topic = field_validator("reply_topic")(_plain_topic)
 
@@ -79,6 +89,8 @@ class SayCommand(BaseModel):
     def _reply_topic_for_publish(self) -> SayCommand:
         if self.output != "play" and self.reply_topic is None:
             raise ValueError(f"output {self.output!r} needs a reply_topic")
+        if self.output == "publish" and (self.at is not None or self.sync):
+            raise ValueError("at and sync time the playback: output 'publish' plays nothing")
         return self
 
 

@@ -476,6 +476,12 @@ class QueueConfig(StrictModel):
         description="a job making no progress this long stops the watchdog pings: systemd "
         "restarts the service",
     )
+    sync_lead_s: float = Field(
+        1.5, ge=0.1, le=60.0, description="a `sync` say starts this long after it arrives"
+    )
+    sync_late_policy: Literal["play", "drop"] = Field(
+        "play", description="a job that cannot start at its `at`: play at once, or drop it"
+    )
 
     _resolve = field_validator("journal_dir")(_resolve_path)
 

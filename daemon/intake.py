@@ -53,7 +53,11 @@ class JobIntake:
         except FastvoiceError as error:
             self.events.emit("rejected", None, id=command.id, reason="invalid", message=str(error))
             return str(error)
-        command = command.model_copy(update={"voice": voice, "chime": chime})
+        update: dict[str, object] = {"voice": voice, "chime": chime}
+        if command.sync and command.at is None:
+            lead_s = self.settings.config.queue.sync_lead_s
+            update["at"] = round((time.time() + lead_s) * 1000)
+        command = command.model_copy(update=update)
         job = Job(command)
         if self.journal is not None:  # before the queue: a lane may end the job at once
             job.journal = self.journal.record(command, time.time())

@@ -174,7 +174,10 @@ class Lane(threading.Thread):
         if command.output in ("publish", "both"):
             blocks = self._tee(blocks, published, command.reply_topic, command.format, rate)
         if command.output in ("play", "both"):
-            if not self.player.play(blocks, rate) and self._interrupt is None:
+            start_at = None
+            if command.at is not None:
+                blocks, start_at = self._timed(job, blocks)
+            if not self.player.play(blocks, rate, start_at) and self._interrupt is None:
                 self._interrupt = "stopped"
         else:
             for _ in blocks:
@@ -183,6 +186,27 @@ class Lane(threading.Thread):
             raise Interrupted
         if command.output != "play" and command.format == "wav":
             self.publish(command.reply_topic, wav_bytes(published, rate))
+
+    def _timed(
+        self, job: Job, blocks: Iterator[np.ndarray]
+    ) -> tuple[Iterator[np.ndarray], float | None]:
+        """A job with `at`, rendered whole ahead, and the instant its first sample is to leave
+        the speaker; None to play at once: too late (a `late` event; dropped instead when
+        `queue.sync_late_policy` says so)."""
+        rendered = list(blocks)
+        if self._interrupt is not None:
+            raise Interrupted
+        assert job.command.at is not None
+        start_at = job.command.at / 1000
+        late_s = time.time() + self.player.open_s - start_at
+        if late_s <= 0:
+            return iter(rendered), start_at
+        policy = self.settings.config.queue.sync_late_policy
+        self.emit("late", job, late_ms=round(late_s * 1000), policy=policy)
+        if policy == "drop":
+            self._interrupt = "late"
+            raise Interrupted
+        return iter(rendered), None
 
     def _tee(
         self, blocks: Iterator[np.ndarray], kept: list[np.ndarray], topic: str, form: str, rate: int

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import queue
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -58,3 +59,62 @@ def _follow(inbox, job_id: str, reply_topic: str, timeout_s: float, want_audio: 
             if event["event"] != "finished" and event["event"] in FINAL_EVENTS:
                 break
     return events, audio
+
+
+def send_to_zone(
+    config: MqttConfig, zone: str, say: dict[str, Any], lead_s: float, timeout_s: float
+) -> dict[str, list[dict[str, Any]]]:
+    """One `say` for every box of `zone`, with one `at` `lead_s` ahead so that they start
+    together; returns each member's events (by its base topic) up to its final one. The
+    members are those the zone's retained membership names."""
+    fleet = config.fleet
+    if fleet is None:
+        raise FastvoiceError("no fleet topic: mqtt.base_topic has no parent, set mqtt.fleet_topic")
+    job_id = say.setdefault("id", uuid.uuid4().hex[:12])
+    inbox: queue.Queue[tuple[str, bytes]] = queue.Queue()
+    subscribed = queue.Queue()
+    client = make_client(config, f"fastvoice-send-{job_id}", persistent=False)
+    client.on_message = lambda _c, _u, message: inbox.put((message.topic, message.payload))
+    client.on_subscribe = lambda *_: subscribed.put(True)
+    connect_once(client, config)
+    try:
+        client.subscribe(f"{fleet}/zone/{zone}/members/+", 1)
+        subscribed.get(timeout=timeout_s)
+        members = _members(inbox)
+        if not members:
+            raise FastvoiceError(f"no box is in zone {zone!r} (none under {fleet}/zone/{zone})")
+        client.subscribe([(f"{base}/events", 1) for base in members])
+        subscribed.get(timeout=timeout_s)
+        say["at"] = round((time.time() + lead_s) * 1000)
+        topic = f"{fleet}/zone/{zone}/say"
+        client.publish(topic, json.dumps(say), qos=1).wait_for_publish(timeout_s)
+        return _follow_members(inbox, job_id, members, timeout_s)
+    except queue.Empty:
+        raise FastvoiceError(f"no answer from zone {zone!r} within {timeout_s:g} s") from None
+    finally:
+        client.loop_stop()
+        client.disconnect()
+
+
+def _members(inbox, quiet_s: float = 0.5) -> list[str]:
+    """The base topics of the retained members that arrive until `quiet_s` passes without one."""
+    members = []
+    while True:
+        try:
+            _, payload = inbox.get(timeout=quiet_s)
+        except queue.Empty:
+            return members
+        if payload:
+            members.append(json.loads(payload)["base_topic"])
+
+
+def _follow_members(inbox, job_id: str, members: list[str], timeout_s: float):
+    events: dict[str, list[dict[str, Any]]] = {base: [] for base in members}
+    deadline = time.monotonic() + timeout_s
+    while any(not e or e[-1]["event"] not in FINAL_EVENTS for e in events.values()):
+        topic, payload = inbox.get(timeout=max(0.0, deadline - time.monotonic()))
+        event = json.loads(payload) if payload else {}
+        base = topic.removesuffix("/events")
+        if event.get("id") == job_id and base in events:
+            events[base].append(event)
+    return events

@@ -43,6 +43,8 @@ RELOADABLE = frozenset(
         "queue.max_jobs",
         "queue.max_payload_bytes",
         "queue.resume_interrupted",
+        "queue.sync_lead_s",
+        "queue.sync_late_policy",
         "queue.stall_limit_s",
         "mqtt.stats_interval_s",
         "mqtt.reply_topic_prefixes",

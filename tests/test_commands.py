@@ -41,6 +41,8 @@ def test_json_payload_with_every_field():
         "reply_topic": "speakers/hall",
         "format": "pcm",
         "expires_s": 30,
+        "at": 1796346000000,
+        "sync": False,
     }
     command = parse_say(json.dumps(payload).encode(), LIMIT)
     assert command.model_dump() == payload
@@ -52,6 +54,8 @@ def test_json_payload_with_every_field():
         (b'{"text": 1}', "text: 1: Input should be a valid string"),
         (b'{"text": "a", "priority": "urgent"}', "priority: 'urgent' is not one of"),
         (b'{"text": "a", "volume": 2}', "volume: 2 is above the maximum 1.0"),
+        (b'{"text": "a", "at": 5, "output": "publish", "reply_topic": "a/b"}', "output 'publish'"),
+        (b'{"text": "a", "at": -5}', "at: -5"),
         (b'{"text": "a", "id": "../x"}', "id: '../x'"),
         (b'{"text": "a", "v": 2}', "v: 2 is not one of 1"),
         (b'{"text": "a", "reply_topic": "$SYS/x", "output": "publish"}', "not a plain topic"),

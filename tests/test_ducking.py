@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.test_faults import SoundServer
+from tools.sound_server import SoundServer
 
 RATE = 44100
 TONE_HZ = 15000

@@ -7,6 +7,7 @@ import uuid
 
 import pytest
 
+from tests.conftest import run_cli
 from tests.daemon_helpers import Daemon
 from tests.mqtt_helpers import Recorder
 
@@ -85,3 +86,20 @@ def test_members_are_announced_retained_shown_in_status_and_withdrawn_at_stop(fl
         members.wait_for(lambda t, p: t == member and p == b"", since=since)
     finally:
         members.close()
+
+
+def test_send_to_a_zone_starts_its_members_together_and_follows_each(fleet, broker, tmp_path):
+    topic, boxes, _ = fleet
+    config = tmp_path / "operator.yaml"
+    mqtt = {"port": broker.port, "base_topic": f"{topic}/operator"}
+    config.write_text(json.dumps({"mqtt": mqtt}))
+    result = run_cli("send", "Lobby and floor two.", "--zone", "lobby", "--id", "z-1",
+                     "--config", str(config))  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.decode().splitlines()
+    for name in boxes:
+        kinds = [line.split()[1] for line in lines if line.startswith(f"{topic}/{name} ")]
+        assert kinds == ["queued", "started", "finished"], lines
+        assert "late" not in boxes[name].recorder.events("z-1")  # both made the one `at`
+    nobody = run_cli("send", "Hello?", "--zone", "attic", "--config", str(config))
+    assert nobody.returncode != 0 and b"no box is in zone 'attic'" in nobody.stderr

@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import os
 import threading
+import time
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -166,6 +167,8 @@ class Player:
         self.buffer_s = buffer_s
         self.prefill_s = prefill_s
         self.blocksize = blocksize
+        self.head_start_s = 0.5  # a timed start opens the stream this long before its instant
+        self.open_s = 0.05  # the least time to open a stream and place the instant in it
         self._buffer: _BoundedBuffer | None = None
         self._stopped = threading.Event()
 
@@ -199,9 +202,19 @@ class Player:
     def target(self, sample_rate: int) -> OutputTarget:
         return resolve_output(self.device, self.output_rate or sample_rate)
 
-    def play(self, blocks: Iterable[np.ndarray], sample_rate: int) -> bool:
-        """Plays float32 mono blocks until they end; False if `stop()` cut it short."""
+    def play(
+        self, blocks: Iterable[np.ndarray], sample_rate: int, start_at: float | None = None
+    ) -> bool:
+        """Plays float32 mono blocks until they end; False if `stop()` cut it short. With
+        `start_at` (unix time), the first sample leaves the device then: the stream opens
+        `head_start_s` before and plays silence up to the sample the instant falls on, placed
+        by PortAudio's time of each buffer at the converter."""
         sd = _sounddevice()
+        self._stopped.clear()
+        if start_at is not None and self._stopped.wait(
+            max(0.0, start_at - self.head_start_s - time.time())
+        ):
+            return False
         target = self.target(sample_rate)
         resampler = None
         if target.sample_rate != sample_rate:
@@ -214,7 +227,6 @@ class Player:
         done = threading.Event()
         drained = threading.Event()  # set by the callback when it ended because all was played
         self._buffer = buffer
-        self._stopped.clear()
 
         def finished() -> None:
             # Also called when the device dies (unplugged, its sound server gone): then the
@@ -222,11 +234,27 @@ class Player:
             done.set()
             buffer.close(discard=not drained.is_set())
 
-        def callback(outdata, frames, _time, _status) -> None:
+        # The instant, until the buffer it falls in has been found; None: play at once.
+        start: list[float | None] = [start_at]
+
+        def callback(outdata, frames, times, _status) -> None:
             if self.paused:
                 outdata.fill(0.0)
                 return
             mono = outdata[:, 0]
+            if start[0] is not None:
+                # The stream's clock and the wall clock read together: the instant on the
+                # former, against when this buffer reaches the converter.
+                instant = start[0] - time.time() + times.currentTime
+                at_converter = times.outputBufferDacTime or times.currentTime
+                silent = round((instant - at_converter) * target.sample_rate)
+                if silent >= frames:
+                    outdata.fill(0.0)
+                    return
+                start[0] = None
+                mono[: max(0, silent)] = 0.0
+                mono = mono[max(0, silent) :]
+                frames -= max(0, silent)
             written = buffer.take_into(mono)
             mono[written:] = 0.0
             if self.volume != 1.0:
@@ -246,6 +274,7 @@ class Player:
                 channels=1,
                 dtype="float32",
                 blocksize=self.blocksize,
+                latency="low" if start_at is not None else "high",
                 callback=callback,
                 finished_callback=finished,
             )
