@@ -419,6 +419,10 @@ class ScheduleEntry(StrictModel):
         60.0, ge=0.0, le=86_400, description="a run missed by longer (service down) is reported"
     )
 
+    def name_at(self, index: int) -> str:
+        """Its name, or the default name of the entry at `index` of `schedules`."""
+        return self.name or f"schedule-{index}"
+
     @model_validator(mode="after")
     def _cron_or_at(self) -> ScheduleEntry:
         if (self.cron is None) == (self.at is None):
@@ -785,7 +789,7 @@ class Config(StrictModel):
                     SoundLibrary(self.sounds.dir).check(entry.chime)
                 except SoundError as error:
                     raise ValueError(f"schedules.{index}.chime: {error}") from None
-            name = entry.name or f"schedule-{index}"
+            name = entry.name_at(index)
             if name in names:
                 raise ValueError(f"schedules.{index}.name: {name!r} is used twice")
             names.add(name)

@@ -42,7 +42,7 @@ class Run:
 
 def named(entries: list[ScheduleEntry]) -> Iterator[tuple[str, ScheduleEntry]]:
     for index, entry in enumerate(entries):
-        yield entry.name or f"schedule-{index}", entry
+        yield entry.name_at(index), entry
 
 
 def runs_between(entries: list[ScheduleEntry], since: datetime, until: datetime) -> list[Run]:

@@ -6,6 +6,8 @@ import json
 import queue
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +16,23 @@ from daemon.errors import FastvoiceError
 from daemon.mqtt import connect_once, make_client
 
 FINAL_EVENTS = {"finished", "failed", "rejected", "interrupted"}
+
+
+@contextmanager
+def _connected(config: MqttConfig, job_id: str) -> Iterator[tuple[Any, queue.Queue, queue.Queue]]:
+    """A client of this job's own, connected: messages go into the inbox, each subscription's
+    acknowledgement into `subscribed`."""
+    inbox: queue.Queue[tuple[str, bytes]] = queue.Queue()
+    subscribed: queue.Queue[bool] = queue.Queue()
+    client = make_client(config, f"fastvoice-send-{job_id}", persistent=False)
+    client.on_message = lambda _c, _u, message: inbox.put((message.topic, message.payload))
+    client.on_subscribe = lambda *_: subscribed.put(True)
+    connect_once(client, config)
+    try:
+        yield client, inbox, subscribed
+    finally:
+        client.loop_stop()
+        client.disconnect()
 
 
 def send(
@@ -25,24 +44,16 @@ def send(
     reply_topic = f"{base}/reply/{job_id}"
     if save is not None:
         say.update(output="publish", reply_topic=reply_topic, format="wav")
-    inbox: queue.Queue[tuple[str, bytes]] = queue.Queue()
-    subscribed = queue.Queue()
-    client = make_client(config, f"fastvoice-send-{job_id}", persistent=False)
-    client.on_message = lambda _c, _u, message: inbox.put((message.topic, message.payload))
-    client.on_subscribe = lambda *_: subscribed.put(True)
-    connect_once(client, config)
     try:
-        client.subscribe([(f"{base}/events", 1), (reply_topic, 1)])
-        subscribed.get(timeout=timeout_s)
-        client.publish(f"{base}/say", json.dumps(say), qos=1).wait_for_publish(timeout_s)
-        return _follow(inbox, job_id, reply_topic, timeout_s, want_audio=save is not None)
+        with _connected(config, job_id) as (client, inbox, subscribed):
+            client.subscribe([(f"{base}/events", 1), (reply_topic, 1)])
+            subscribed.get(timeout=timeout_s)
+            client.publish(f"{base}/say", json.dumps(say), qos=1).wait_for_publish(timeout_s)
+            return _follow(inbox, job_id, reply_topic, timeout_s, want_audio=save is not None)
     except queue.Empty:
         raise FastvoiceError(
             f"no answer from {base} within {timeout_s:g} s; is it running?"
         ) from None
-    finally:
-        client.loop_stop()
-        client.disconnect()
 
 
 def _follow(inbox, job_id: str, reply_topic: str, timeout_s: float, want_audio: bool):
@@ -71,29 +82,21 @@ def send_to_zone(
     if fleet is None:
         raise FastvoiceError("no fleet topic: mqtt.base_topic has no parent, set mqtt.fleet_topic")
     job_id = say.setdefault("id", uuid.uuid4().hex[:12])
-    inbox: queue.Queue[tuple[str, bytes]] = queue.Queue()
-    subscribed = queue.Queue()
-    client = make_client(config, f"fastvoice-send-{job_id}", persistent=False)
-    client.on_message = lambda _c, _u, message: inbox.put((message.topic, message.payload))
-    client.on_subscribe = lambda *_: subscribed.put(True)
-    connect_once(client, config)
     try:
-        client.subscribe(f"{fleet}/zone/{zone}/members/+", 1)
-        subscribed.get(timeout=timeout_s)
-        members = _members(inbox)
-        if not members:
-            raise FastvoiceError(f"no box is in zone {zone!r} (none under {fleet}/zone/{zone})")
-        client.subscribe([(f"{base}/events", 1) for base in members])
-        subscribed.get(timeout=timeout_s)
-        say["at"] = round((time.time() + lead_s) * 1000)
-        topic = f"{fleet}/zone/{zone}/say"
-        client.publish(topic, json.dumps(say), qos=1).wait_for_publish(timeout_s)
-        return _follow_members(inbox, job_id, members, timeout_s)
+        with _connected(config, job_id) as (client, inbox, subscribed):
+            client.subscribe(f"{fleet}/zone/{zone}/members/+", 1)
+            subscribed.get(timeout=timeout_s)
+            members = _members(inbox)
+            if not members:
+                raise FastvoiceError(f"no box is in zone {zone!r} (none under {fleet}/zone/{zone})")
+            client.subscribe([(f"{base}/events", 1) for base in members])
+            subscribed.get(timeout=timeout_s)
+            say["at"] = round((time.time() + lead_s) * 1000)
+            topic = f"{fleet}/zone/{zone}/say"
+            client.publish(topic, json.dumps(say), qos=1).wait_for_publish(timeout_s)
+            return _follow_members(inbox, job_id, members, timeout_s)
     except queue.Empty:
         raise FastvoiceError(f"no answer from zone {zone!r} within {timeout_s:g} s") from None
-    finally:
-        client.loop_stop()
-        client.disconnect()
 
 
 def _members(inbox, quiet_s: float = 0.5) -> list[str]:
