@@ -221,8 +221,15 @@ class GpuConfig(StrictModel):
         1024.0,
         gt=0,
         le=1_048_576,
-        description="GPU memory this service may use: engine weights, execution memory and "
-        "ONNX Runtime arenas together",
+        description="GPU memory this service may use: the CUDA context, engine weights, "
+        "execution memory and ONNX Runtime arenas together",
+    )
+    cuda_context_mb: float = Field(
+        256.0,
+        ge=0,
+        le=65_536,
+        description="what the budget sets aside for the CUDA context until it is measured "
+        "(NVML); where NVML cannot see the device (some Jetsons) this figure stands",
     )
     precision: Literal["fp16", "fp32"] = Field("fp16", description="TensorRT engine precision")
     max_batch: int = Field(1, ge=1, le=64, description="largest batch an engine is built for")
@@ -246,6 +253,10 @@ class GpuConfig(StrictModel):
     @property
     def budget_bytes(self) -> int:
         return int(self.vram_budget_mb * 2**20)
+
+    @property
+    def context_bytes(self) -> int:
+        return int(self.cuda_context_mb * 2**20)
 
 
 class PhonemeEntry(StrictModel):

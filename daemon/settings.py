@@ -69,6 +69,7 @@ RESTART_ONLY = frozenset(
         "runtime.artifact_dir",
         "gpu.device",
         "gpu.vram_budget_mb",
+        "gpu.cuda_context_mb",
         "gpu.precision",
         "gpu.max_batch",
         "gpu.profiles",

@@ -236,7 +236,7 @@ def test_lanes_bound_runs_in_flight_and_growth_never_overlaps_a_run():
 
 
 def test_the_cuda_wrapper_over_real_cuda_python_without_a_driver_is_a_clear_error():
-    from daemon.runtime.trt import Cuda
+    from daemon.runtime.cuda import Cuda
 
     with pytest.raises(BackendError, match=r"^cudaSetDevice: cudaError"):
         Cuda(0)
@@ -269,8 +269,8 @@ def test_every_thread_allocates_on_the_configured_gpu():
     callback) that never set it would allocate on GPU 0."""
     import threading
 
+    from daemon.runtime.cuda import Cuda
     from daemon.runtime.gpu import cuda_runtime
-    from daemon.runtime.trt import Cuda
 
     real = cuda_runtime()  # the double offers nothing the real runtime lacks
     assert all(hasattr(real, name) for name in ("cudaSetDevice", "cudaMalloc"))
@@ -299,3 +299,78 @@ def test_the_supported_tensorrt_range_is_stated_once(version, problem):
 
     found = unsupported_tensorrt(version)
     assert (problem in found) if problem else found == ""
+
+
+class DeviceReadings:
+    """What NVML would read as the device's memory in use: a test double (no GPU here)."""
+
+    def __init__(self, *values: int | None) -> None:
+        self.values = list(values)
+
+    def __call__(self) -> int | None:
+        return self.values.pop(0)
+
+
+def _context(budget_mb: int, *readings: int | None, made="the context"):
+    from daemon.runtime.cuda_context import CudaContext
+
+    gpu = parse_config({"gpu": {"vram_budget_mb": budget_mb}}).gpu
+    ledger = VramLedger(gpu.budget_bytes, lanes=1)
+    return CudaContext(ledger, gpu, DeviceReadings(*readings), lambda: made), ledger
+
+
+def test_the_cuda_context_is_set_aside_then_settled_to_what_it_took():
+    context, ledger = _context(1024, 1000 * MB, 1180 * MB)
+    assert ledger.committed_bytes == 256 * MB  # gpu.cuda_context_mb, before anything is made
+    assert context.cuda() == "the context"
+    assert ledger.committed_bytes == 180 * MB
+    assert "180.0 MB measured when it was made" in ledger.decisions[-1].reason
+    assert context.cuda() == "the context"  # made once: no more readings were taken
+
+
+def test_a_cuda_context_larger_than_the_budget_leaves_no_gpu_stage_room():
+    context, ledger = _context(300, 0, 400 * MB)
+    with pytest.raises(BackendError, match=r"leaves no room in the 300\.0 MB GPU budget"):
+        context.cuda()
+    assert "100.0 MB over the budget" in ledger.decisions[-1].reason
+    assert ledger.place_engine("decoder", MB, _profiles(1)) is None
+    with pytest.raises(BackendError, match="leaves no room"):
+        context.ready_for_onnx_runtime()
+
+
+def test_where_nvml_cannot_measure_the_context_the_reserve_stands():
+    context, ledger = _context(1024, None, None)
+    context.cuda()
+    assert ledger.committed_bytes == 256 * MB
+    # The reserve alone does not fit: no GPU stage runs.
+    small, small_ledger = _context(200, None, None)
+    assert small_ledger.committed_bytes == 0
+    assert "does not fit the 200.0 MB left" in small_ledger.decisions[-1].reason
+    with pytest.raises(BackendError, match="leaves no room"):
+        small.cuda()
+
+
+def test_onnx_runtime_makes_the_context_where_cuda_python_cannot():
+    from daemon.runtime.cuda_context import CudaContext
+
+    gpu = parse_config({}).gpu
+    ledger = VramLedger(gpu.budget_bytes, lanes=1)
+
+    def no_driver():
+        raise BackendError("cudaSetDevice: cudaErrorInsufficientDriver")
+
+    context = CudaContext(ledger, gpu, DeviceReadings(None, None, None, None), no_driver)
+    context.ready_for_onnx_runtime()  # no error: the session will try, and say what it got
+    assert ledger.committed_bytes == gpu.context_bytes
+    with pytest.raises(BackendError, match="CUDA cannot start on GPU 0: cudaSetDevice"):
+        context.cuda()  # the trt backend needs the context itself
+
+
+def test_a_settled_reservation_replaces_the_estimate():
+    ledger = VramLedger(budget_bytes=500 * MB, lanes=1)
+    assert ledger.reserve("engines", "ort-trt", 100 * MB, "set aside")
+    assert ledger.settle("engines", "ort-trt", 150 * MB, "measured")
+    assert ledger.committed_bytes == 150 * MB and ledger.as_dict()["held_bytes"] == 150 * MB
+    assert not ledger.settle("engines", "ort-trt", 600 * MB, "measured")
+    ledger.release("engines", "over the budget")
+    assert ledger.committed_bytes == 0

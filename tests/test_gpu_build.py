@@ -223,8 +223,10 @@ def test_an_interrupted_engine_build_leaves_nothing_half_written(store):
     ids=["roomy", "tight", "too-small"],
 )
 def test_the_chain_places_engines_by_budget_and_falls_back(store, budget_mb, decoder_profile):
+    """`budget_mb` is what is left for the engines once the CUDA context is set aside."""
     _gpu_build(store)
-    config = _config(store, vram_budget_mb=budget_mb)
+    context_mb = GpuConfig().cuda_context_mb
+    config = _config(store, vram_budget_mb=budget_mb + context_mb)
     chain, _ = create_backend(config, probe_stack=lambda index: fake_gpu_stack())
     voice = VitsVoice(VOICE, config.voices[VOICE], chain)
     decisions = [d for d in chain.ledger.decisions if d.stage.endswith("/decoder")]
@@ -236,7 +238,7 @@ def test_the_chain_places_engines_by_budget_and_falls_back(store, budget_mb, dec
         # No TensorRT here: the placed engine cannot load, gives its share back, moves on.
         assert "given back" in decisions[1].reason and "tensorrt" in decisions[1].reason
     assert decisions[-1].backend == "ort-cpu"
-    assert chain.ledger.committed_bytes == 0
+    assert chain.ledger.committed_bytes == config.gpu.context_bytes  # no CUDA here to measure
     assert voice.encoder.report.backend == voice.decoder.report.backend == "ort-cpu"
     audio = np.concatenate(
         [p.samples for p in voice.synthesize_sentence("Gate four.", SpeechOptions())]
@@ -260,8 +262,35 @@ def test_ort_cuda_that_silently_gets_the_cpu_is_refused_and_the_voice_still_spea
         reasons
     )
     assert "its share given back" in reasons
-    assert chain.ledger.committed_bytes == 0
+    assert chain.ledger.committed_bytes == config.gpu.context_bytes  # no CUDA here to measure
     assert voice.decoder.report.backend == "ort-cpu"
+
+
+def test_ort_trt_sets_its_engines_aside_and_keeps_its_workspace_inside_the_arena(store):
+    results, _ = _gpu_build(store)
+    config = parse_config(
+        {"runtime": {"backend": "ort-trt", "precision": "fp32", "artifact_dir": str(store)}}
+    )
+    claimed = fake_gpu_stack(claim_providers=("TensorrtExecutionProvider",))
+    chain, reason = create_backend(config, probe_stack=lambda index: claimed)
+    assert reason.startswith("ort-trt: chosen in config: ort-trt")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        voice = VitsVoice(VOICE, config.voices[VOICE], chain)
+    decoder = [d for d in chain.ledger.decisions if d.stage.endswith("/decoder ort-trt engines")]
+    assert "set aside for the engines ONNX Runtime's TensorRT provider builds (fp16" in (
+        decoder[0].reason
+    )
+    assert decoder[0].bytes > 0 and "given back" in decoder[-1].reason
+    assert chain.ledger.committed_bytes == config.gpu.context_bytes
+    assert voice.decoder.report.backend == "ort-cpu"
+    backend = chain.backends[0]
+    graph = results["decoder/onnx"].directory / "model.onnx"
+    options = dict(backend.provider_options(100 * MB, graph))
+    trt, cuda = options["TensorrtExecutionProvider"], options["CUDAExecutionProvider"]
+    workspace = int(trt["trt_max_workspace_size"])
+    assert workspace == int(100 * MB * config.gpu.workspace_fraction) > 0
+    assert workspace + int(cuda["gpu_mem_limit"]) == 100 * MB
 
 
 def test_the_fp16_part_graph_keeps_risky_ops_in_fp32_and_sounds_like_fp32(store):

@@ -7,7 +7,9 @@ in that lane shares, since one lane runs one stage at a time; so a stage adds on
 execution memory exceeds the largest block already planned, once per lane. ONNX Runtime GPU
 sessions are given an arena limit, which the ledger counts whole. A stage that does not fit at
 its largest profile tries the smaller ones its engine was built with; a stage that fits at none
-goes to the next backend. Every decision is kept, with its figures, for logs and `status/info`.
+goes to the next backend. Memory that is no stage's engine or arena (the CUDA context, the engines
+ONNX Runtime's TensorRT provider builds) is reserved at an estimate and settled to what was
+measured once it exists. Every decision is kept, with its figures, for logs and `status/info`.
 """
 
 from __future__ import annotations
@@ -66,6 +68,7 @@ class Placement:
     io_bytes_per_lane: int = 0
     execution_bytes: int = 0  # its share comes out of each lane's one scratch block
     arena_bytes: int = 0  # an ONNX Runtime session's arena limit
+    held_bytes: int = 0  # fixed memory: the CUDA context, ort-trt's engines
 
 
 @dataclass
@@ -80,7 +83,8 @@ class VramLedger:
 
     def _total(self, placements: list[Placement]) -> int:
         held = sum(
-            p.weights_bytes + self.lanes * p.io_bytes_per_lane + p.arena_bytes for p in placements
+            p.weights_bytes + self.lanes * p.io_bytes_per_lane + p.arena_bytes + p.held_bytes
+            for p in placements
         )
         return held + self.lanes * self._scratch(placements)
 
@@ -173,6 +177,36 @@ class VramLedger:
             )
             return limit
 
+    def reserve(self, stage: str, backend: str, held_bytes: int, reason: str) -> bool:
+        """Fixed memory set aside at an estimate; False, and nothing held, when it does not fit."""
+        with self._lock:
+            free = self.free_bytes
+            if held_bytes > free:
+                self._decide(
+                    Decision(
+                        stage,
+                        "next",
+                        f"{reason}: {mb(held_bytes)} does not fit the {mb(free)} left of the "
+                        f"{mb(self.budget_bytes)} budget",
+                    )
+                )
+                return False
+            self.placements[stage] = Placement(held_bytes=held_bytes)
+            self._decide(Decision(stage, backend, f"{mb(held_bytes)} {reason}", None, held_bytes))
+            return True
+
+    def settle(self, stage: str, backend: str, measured_bytes: int, how: str) -> bool:
+        """A reservation replaced by what was measured (it is on the device whatever the budget
+        says); False when the budget no longer holds everything placed."""
+        with self._lock:
+            self.placements[stage] = Placement(held_bytes=measured_bytes)
+            fits = self.committed_bytes <= self.budget_bytes
+            over = "" if fits else f", {mb(-self.free_bytes)} over the budget"
+            self._decide(
+                Decision(stage, backend, f"{mb(measured_bytes)} {how}{over}", None, measured_bytes)
+            )
+            return fits
+
     def release(self, stage: str, why: str) -> None:
         """A stage that failed to load after it was placed gives its share back."""
         with self._lock:
@@ -198,6 +232,7 @@ class VramLedger:
                 "weights_bytes": sum(p.weights_bytes for p in placements),
                 "io_bytes": self.lanes * sum(p.io_bytes_per_lane for p in placements),
                 "arena_bytes": sum(p.arena_bytes for p in placements),
+                "held_bytes": sum(p.held_bytes for p in placements),
                 "scratch_bytes_per_lane": self._scratch(placements),
                 "decisions": [decision.as_dict() for decision in self.decisions],
             }

@@ -223,3 +223,19 @@ def memory_in_use(index: int) -> dict[str, int | None] | None:
     ours = [process.usedGpuMemory or 0 for process in processes if process.pid == os.getpid()]
     mine = sum(ours) if ours or not processes else None
     return {"process_bytes": mine, "device_used_bytes": int(info.used)}
+
+
+def device_used_bytes(index: int) -> int | None:
+    """The device's memory in use by every process (NVML, which makes no CUDA context of its
+    own), or None where NVML cannot say. Read before and after something is made on the
+    device, the difference is what that took (the device check runs alone on its GPU)."""
+    try:
+        nvml = _nvml()
+    except Exception:
+        return None
+    try:
+        return int(nvml.nvmlDeviceGetMemoryInfo(nvml.nvmlDeviceGetHandleByIndex(index)).used)
+    except Exception:
+        return None
+    finally:
+        nvml.nvmlShutdown()

@@ -7,7 +7,9 @@ really got are checked after it is created, and a session that did not get its G
 refused, so the backend chain moves on and says why. Each session's arena is limited by the VRAM
 ledger (`gpu_mem_limit`, grown only by what is asked: `kSameAsRequested`). The TensorRT
 provider's engines and timing cache live under the artifact store, built for the same profile
-shapes as the native engines.
+shapes as the native engines; the engines' device memory is set aside at the graph's weights
+and settled to what the session really took (NVML, before and after), and TensorRT's workspace
+is carved out of the session's arena limit, so that both stay inside the budget.
 
 The graphs are the raw (unoptimised) parts that `fastvoice build` splits out on a GPU box, so
 that a long sentence streams here too; without them a voice loads its whole source graph.
@@ -29,7 +31,8 @@ from daemon.errors import BackendError, GpuOutOfMemory
 from daemon.parts import WHOLE, part_label
 from daemon.runtime.artifacts import Artifact, find_artifact
 from daemon.runtime.base import Backend, Stage, StageReport, ort_specs
-from daemon.runtime.budget import VramLedger, run_halving
+from daemon.runtime.budget import mb, run_halving
+from daemon.runtime.cuda_context import CudaContext
 from daemon.runtime.gpu import ORT_GPU_PROVIDERS
 from daemon.runtime.ort_values import run_keeping
 from daemon.runtime.profiles import is_batch_dim, profile_ladder
@@ -112,7 +115,7 @@ class OrtGpuBackend(Backend):
         self,
         name: str,
         gpu: GpuConfig,
-        ledger: VramLedger,
+        context: CudaContext,
         artifact_store: Path | None,
         available_providers: tuple[str, ...],
         workers: int = 1,
@@ -123,7 +126,8 @@ class OrtGpuBackend(Backend):
         self.name = name  # type: ignore[misc]  # one class, two backend names
         self.provider = ORT_GPU_PROVIDERS[name]
         self.gpu = gpu
-        self.ledger = ledger
+        self.context = context
+        self.ledger = context.ledger
         self.artifact_store = artifact_store
         self.available_providers = available_providers
         self.workers = workers
@@ -157,9 +161,12 @@ class OrtGpuBackend(Backend):
         return found[0] is not None
 
     def provider_options(self, arena_limit: int, graph: Path) -> list[tuple[str, dict[str, str]]]:
+        """Under ort-trt, TensorRT's workspace is a share of the arena limit and the CUDA
+        provider (for what TensorRT does not take) gets the rest: together, the limit."""
+        workspace = int(arena_limit * self.gpu.workspace_fraction) if self.name == "ort-trt" else 0
         cuda = {
             "device_id": str(self.gpu.device),
-            "gpu_mem_limit": str(arena_limit),
+            "gpu_mem_limit": str(arena_limit - workspace),
             "arena_extend_strategy": "kSameAsRequested",
             # Sentence lengths vary: an exhaustive search per new shape would stall each one.
             "cudnn_conv_algo_search": "HEURISTIC",
@@ -171,7 +178,7 @@ class OrtGpuBackend(Backend):
         trt = {
             "device_id": str(self.gpu.device),
             "trt_fp16_enable": "1" if self.gpu.precision == "fp16" else "0",
-            "trt_max_workspace_size": str(int(arena_limit * self.gpu.workspace_fraction)),
+            "trt_max_workspace_size": str(workspace),
             "trt_builder_optimization_level": str(self.gpu.builder_optimization_level),
             "trt_engine_cache_enable": "1",
             "trt_engine_cache_path": str(cache / "engines"),
@@ -188,6 +195,28 @@ class OrtGpuBackend(Backend):
         (cache / "engines").mkdir(parents=True, exist_ok=True)
         return cache
 
+    def _reserve_engines(self, label: str, weights: int) -> str:
+        """The ledger entry for ort-trt's engines, set aside at the graph's weights (halved in
+        fp16); the CUDA provider's weights sit inside its arena."""
+        entry = f"{label} ort-trt engines"
+        if self.name != "ort-trt":
+            return entry
+        estimate = weights // 2 if self.gpu.precision == "fp16" else weights
+        why = (
+            "set aside for the engines ONNX Runtime's TensorRT provider builds "
+            f"({self.gpu.precision} weights) until measured"
+        )
+        if not self.ledger.reserve(entry, self.name, estimate, why):
+            raise BackendError(f"{label}: over the GPU budget (see status/info gpu.decisions)")
+        return entry
+
+    def _settle_engines(self, label: str, entry: str, taken: int | None) -> None:
+        if self.name != "ort-trt" or taken is None:
+            return  # NVML cannot say: the estimate stands
+        how = "measured when its session was made (device memory in use before and after)"
+        if not self.ledger.settle(entry, self.name, taken, how):
+            raise BackendError(f"its TensorRT engines took {mb(taken)}: over the GPU budget")
+
     def load(self, model_path: Path, stage: str, part: str = WHOLE) -> Stage:
         import onnxruntime as ort
 
@@ -199,19 +228,26 @@ class OrtGpuBackend(Backend):
         graph, source, precision = self._graph(model_path, part)
         label = part_label(stage, part)
         weights = graph.stat().st_size
+        engines = self._reserve_engines(label, weights)
         arena_limit = self.ledger.place_arena(label, self.name, weights)
         if arena_limit is None:
+            self.ledger.release(engines, "its session is over the budget")
             raise BackendError(f"{label}: over the GPU budget (see status/info gpu.decisions)")
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.log_severity_level = 3
         started = time.perf_counter()
         try:
+            self.context.ready_for_onnx_runtime()
             providers = self.provider_options(arena_limit, graph)
-            session = ort.InferenceSession(str(graph), sess_options=options, providers=providers)
+            session, taken = self.context.measure(
+                lambda: ort.InferenceSession(str(graph), sess_options=options, providers=providers)
+            )
             providers = verify_providers(session, self.provider)
+            self._settle_engines(label, engines, taken)
         except Exception as error:
             self.ledger.release(label, str(error))
+            self.ledger.release(engines, str(error))
             raise BackendError(f"{label}: {self.name} cannot load {graph.name}: {error}") from error
         report = StageReport(
             stage=stage,

@@ -164,10 +164,12 @@ def create_backend(
     if names == ["ort-cpu"]:
         return cpu, reason
     from daemon.runtime.budget import VramLedger
+    from daemon.runtime.cuda_context import CudaContext
     from daemon.runtime.ort_gpu import OrtGpuBackend
     from daemon.runtime.trt import TrtBackend
 
     ledger = VramLedger(config.gpu.budget_bytes, lanes=workers)
+    context = CudaContext(ledger, config.gpu)
     backends: list[Backend] = []
     for name in names:
         if name == "ort-cpu":
@@ -176,9 +178,9 @@ def create_backend(
             if store is None:
                 reason += "; trt left out: its engines live in the artifact store (artifacts off)"
                 continue
-            backends.append(TrtBackend(config.gpu, stack, ledger, store, workers))
+            backends.append(TrtBackend(config.gpu, stack, context, store, workers))
         else:
             backends.append(
-                OrtGpuBackend(name, config.gpu, ledger, store, stack.ort_providers, workers)
+                OrtGpuBackend(name, config.gpu, context, store, stack.ort_providers, workers)
             )
     return BackendChain(backends, ledger, stack, config.gpu.device), reason

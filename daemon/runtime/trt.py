@@ -33,15 +33,15 @@ from daemon.errors import BackendError, GpuOutOfMemory
 from daemon.parts import WHOLE, part_kind, part_label
 from daemon.runtime.artifacts import Artifact, find_artifact
 from daemon.runtime.base import Backend, Stage, StageReport, TensorSpec
-from daemon.runtime.budget import ProfileCost, VramLedger, run_halving
-from daemon.runtime.gpu import GpuStack, cuda_runtime
+from daemon.runtime.budget import ProfileCost, run_halving
+from daemon.runtime.cuda import Cuda
+from daemon.runtime.cuda_context import CudaContext
+from daemon.runtime.gpu import GpuStack
 
 log = logging.getLogger(__name__)
 
 ENGINE_KIND = "trt-engine"
 ENGINE_FILE = "model.engine"
-CUDA_SUCCESS = 0
-CUDA_OUT_OF_MEMORY = 2  # cudaErrorMemoryAllocation
 
 
 def engine_kind(part: str) -> str:
@@ -112,77 +112,6 @@ def profile_costs(manifest: Mapping[str, Any]) -> list[ProfileCost]:
         )
         for entry in sorted(manifest["profiles"], key=lambda e: e["index"])
     ]
-
-
-class Cuda:
-    """The few CUDA runtime calls used here, with errors turned into exceptions. The current
-    device is a per-thread setting in CUDA: every call first makes `device` current on the
-    calling thread (the lanes and TensorRT's output-allocator callbacks run on threads of
-    their own; without this they would allocate on GPU 0)."""
-
-    def __init__(self, device: int, runtime=None) -> None:
-        """`runtime`: cuda-python's runtime module (a test passes a recording double)."""
-        self.rt = runtime if runtime is not None else cuda_runtime()
-        self.device = device
-        self._thread = threading.local()
-        self._call("cudaSetDevice", device)
-
-    def _call(self, name: str, *args):
-        if name != "cudaSetDevice" and getattr(self._thread, "device", None) != self.device:
-            self._call("cudaSetDevice", self.device)
-        try:
-            result = getattr(self.rt, name)(*args)
-        except RuntimeError as error:  # cuda-python raises where no driver can be loaded
-            raise BackendError(f"{name}: {error}") from None
-        values = self.check(result, name)
-        if name == "cudaSetDevice":
-            self._thread.device = self.device
-        return values
-
-    def check(self, result: tuple, call: str):
-        error, *values = result if isinstance(result, tuple) else (result,)
-        code = int(error)
-        if code != CUDA_SUCCESS:
-            name = self.rt.cudaGetErrorName(error)[1]
-            text = name.decode() if isinstance(name, bytes) else str(name)
-            if code == CUDA_OUT_OF_MEMORY:
-                raise GpuOutOfMemory(f"{call}: {text}")
-            raise BackendError(f"{call}: {text}")
-        return values[0] if len(values) == 1 else values
-
-    def malloc(self, size: int) -> int:
-        return int(self._call("cudaMalloc", max(1, size)))
-
-    def free(self, pointer: int) -> None:
-        self._call("cudaFree", pointer)
-
-    def malloc_host(self, size: int) -> int:
-        return int(self._call("cudaMallocHost", max(1, size)))
-
-    def free_host(self, pointer: int) -> None:
-        self._call("cudaFreeHost", pointer)
-
-    def stream(self):
-        return self._call("cudaStreamCreate")
-
-    def copy(self, dst: int, src: int, size: int, stream) -> None:
-        """Any direction (CUDA tells host from device memory by address), done on return."""
-        kind = self.rt.cudaMemcpyKind.cudaMemcpyDefault
-        self._call("cudaMemcpyAsync", dst, src, size, kind, stream)
-        self.synchronize(stream)
-
-    def copy_async(self, dst: int, src: int, size: int, to_device: bool, stream) -> None:
-        kind = self.rt.cudaMemcpyKind
-        direction = kind.cudaMemcpyHostToDevice if to_device else kind.cudaMemcpyDeviceToHost
-        self._call("cudaMemcpyAsync", dst, src, size, direction, stream)
-
-    def synchronize(self, stream) -> None:
-        self._call("cudaStreamSynchronize", stream)
-
-    def memory_info(self) -> tuple[int, int]:
-        """The device's free and total memory, in bytes."""
-        free, total = self._call("cudaMemGetInfo")
-        return int(free), int(total)
 
 
 class GrowingBuffer:
@@ -499,13 +428,14 @@ class TrtBackend(Backend):
         self,
         gpu: GpuConfig,
         stack: GpuStack,
-        ledger: VramLedger,
+        context: CudaContext,
         artifact_store: Path,
         workers: int = 1,
     ) -> None:
         self.gpu = gpu
         self.stack = stack
-        self.ledger = ledger
+        self.context = context
+        self.ledger = context.ledger
         self.artifact_store = artifact_store
         self.workers = workers
         self._trt = None
@@ -521,14 +451,15 @@ class TrtBackend(Backend):
         return self.find(model_path, part)[0] is not None
 
     def _start(self) -> tuple[Any, Any, Cuda, Lanes]:
-        """TensorRT, the CUDA runtime and the lanes, on the first load."""
+        """The CUDA context (measured: it may turn out larger than set aside, and then nothing
+        more fits), TensorRT and the lanes, on the first load."""
         with self._lock:
             if self._lanes is None:
                 import tensorrt as trt
 
+                self._cuda = self.context.cuda()
                 self._trt = trt
                 self._runtime = trt.Runtime(trt.Logger(trt.Logger.WARNING))
-                self._cuda = Cuda(self.gpu.device)
                 self._lanes = Lanes(self.workers, self._cuda)
             assert self._cuda is not None
             return self._trt, self._runtime, self._cuda, self._lanes
