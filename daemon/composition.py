@@ -11,6 +11,7 @@ from daemon.adapters.fleet import Fleet
 from daemon.adapters.hermes import HermesTts
 from daemon.adapters.homeassistant import HomeAssistantDiscovery
 from daemon.adapters.local_server import LocalServer
+from daemon.adapters.render_queue import RenderQueue
 from daemon.adapters.wyoming_server import WyomingServer
 from daemon.audio.player import Player
 from daemon.cache import phrase_cache
@@ -90,6 +91,10 @@ def build_service(config: Config) -> Service:
         settings, intake.submit, events.emit, synthesizer, journal_dir.parent / "schedules.json"
     )
     external: dict[str, TopicHandler] = fleet.subscriptions()
+    render = None
+    if config.mqtt.render_group is not None and config.mqtt.fleet is not None:
+        render = RenderQueue(settings, intake, events)
+        events.listeners.append(render.on_event)
     discovery = None
     if config.homeassistant.discovery:
         discovery = HomeAssistantDiscovery(config, outbox.publish)
@@ -133,6 +138,7 @@ def build_service(config: Config) -> Service:
         discovery=discovery,
         fleet=fleet,
         scheduler=scheduler,
+        render=render,
         wyoming=wyoming,
         local=local,
         http=http,

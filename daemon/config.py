@@ -544,6 +544,11 @@ class MqttConfig(StrictModel):
     zones: list[Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")]] = Field(
         default_factory=list, description="the zones this box belongs to"
     )
+    render_group: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")] | None = Field(
+        None,
+        description="take publish-only jobs from the fleet's shared render queue "
+        "(<fleet_topic>/render/say) with the other boxes of this group; null: take none",
+    )
 
     _resolve = field_validator("password_file")(_resolve_path)
 
@@ -591,12 +596,16 @@ class MqttConfig(StrictModel):
     @model_validator(mode="after")
     def _not_a_fleet_topic(self) -> MqttConfig:
         fleet = self.fleet
+        if self.render_group is not None and fleet is None:
+            raise ValueError(
+                "render_group needs a fleet topic: set fleet_topic, or a base_topic with a parent"
+            )
         if fleet is not None and self.base_topic.startswith(f"{fleet}/"):
             first = self.base_topic.removeprefix(f"{fleet}/").split("/")[0]
-            if first in ("all", "zone"):
+            if first in ("all", "zone", "render"):
                 raise ValueError(
                     f"base_topic {self.base_topic!r} lies on the fleet's own topics "
-                    f"({fleet}/all, {fleet}/zone): name the box otherwise"
+                    f"({fleet}/all, {fleet}/zone, {fleet}/render): name the box otherwise"
                 )
         return self
 

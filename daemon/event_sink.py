@@ -44,7 +44,6 @@ class EventSink:
         if event in ("finished", "interrupted") and job is not None and job.first_audio:
             self.latencies.append(job.first_audio - job.received)
         log.info("job %s %s %s", message["id"], event, fields.get("message", ""))
-        self.outbox.publish_json("events", message)
         calls = [lambda listener=listener: listener(message) for listener in self.listeners]
         calls += [lambda observer=observer: observer(message, job) for observer in self.observers]
         for call in calls:
@@ -52,6 +51,9 @@ class EventSink:
                 call()
             except Exception:
                 log.exception("event listener failed on %s", message)
+        # Last: whoever sees the event can rely on what the listeners did (the render queue's
+        # done marker is on the broker before `finished` is).
+        self.outbox.publish_json("events", message)
 
     def accepted(self) -> None:
         self.counts["accepted"] += 1

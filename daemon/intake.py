@@ -39,9 +39,10 @@ class JobIntake:
         self.events = events
         self.lanes = lanes
 
-    def submit(self, command: SayCommand) -> str | None:
+    def submit(self, command: SayCommand, durable: bool = True) -> str | None:
         """Checks and queues a command. None when accepted, else why not (also sent as a
-        `rejected` event)."""
+        `rejected` event). `durable`: journalled, so that a restart queues it again (a job of
+        the fleet's render queue is not: the fleet hands it to another box instead)."""
         sounds = self.settings.config.sounds
         chime = sounds.chime_for(command.chime, command.priority)
         try:
@@ -59,7 +60,7 @@ class JobIntake:
             update["at"] = round((time.time() + lead_s) * 1000)
         command = command.model_copy(update=update)
         job = Job(command)
-        if self.journal is not None:  # before the queue: a lane may end the job at once
+        if self.journal is not None and durable:  # before the queue: a lane may end it at once
             job.journal = self.journal.record(command, time.time())
         quiet = None if publish_only(job) else quiet_for(self.settings.config)
         held = quiet is not None and quiet.holds(command.priority)

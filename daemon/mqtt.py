@@ -21,17 +21,21 @@ Handler = Callable[[bytes], None]
 TopicHandler = Callable[[str, bytes], None]
 
 
-def make_client(config: MqttConfig, client_id: str, persistent: bool):
-    """A paho client with the configured credentials and TLS (server verification on)."""
+def make_client(config: MqttConfig, client_id: str, persistent: bool, mqtt5: bool = False):
+    """A paho client with the configured credentials and TLS (server verification on).
+    MQTT 5 sessions are chosen at connect (`clean_start`), not here."""
     import paho.mqtt.client as mqtt
     from paho.mqtt.enums import CallbackAPIVersion
 
-    client = mqtt.Client(
-        CallbackAPIVersion.VERSION2,
-        client_id=client_id,
-        clean_session=not persistent,
-        protocol=mqtt.MQTTv311,
-    )
+    if mqtt5:
+        client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id, protocol=mqtt.MQTTv5)
+    else:
+        client = mqtt.Client(
+            CallbackAPIVersion.VERSION2,
+            client_id=client_id,
+            clean_session=not persistent,
+            protocol=mqtt.MQTTv311,
+        )
     password = config.password()
     if config.username is not None:
         client.username_pw_set(config.username, password.get_secret_value() if password else None)

@@ -16,6 +16,7 @@ from daemon import __version__, sdnotify
 from daemon.adapters.fleet import Fleet
 from daemon.adapters.homeassistant import HomeAssistantDiscovery
 from daemon.adapters.local_server import LocalServer
+from daemon.adapters.render_queue import RenderQueue
 from daemon.adapters.wyoming_server import WyomingServer
 from daemon.artifact_build import build_missing_artifacts
 from daemon.audio.player import Player
@@ -62,6 +63,7 @@ class Service:
     discovery: HomeAssistantDiscovery | None = None
     fleet: Fleet | None = None
     scheduler: Scheduler | None = None
+    render: RenderQueue | None = None
     wyoming: WyomingServer | None = None
     local: LocalServer | None = None
     http: HttpServer | None = None
@@ -104,6 +106,8 @@ class Service:
             else:
                 log.error("%s; `fastvoice say` will speak on its own", self.local.problem)
         self.link.start()
+        if self.render is not None:
+            self.render.start(config.mqtt)
         sdnotify.notify("READY=1")
         sdnotify.notify(f"STATUS=serving on {config.mqtt.host}:{config.mqtt.port}")
 
@@ -123,6 +127,8 @@ class Service:
 
     def stop(self) -> None:
         sdnotify.notify("STOPPING=1")
+        if self.render is not None:  # first: what it holds goes to the others, not stopped here
+            self.render.stop()
         if self.local is not None:
             self.local.shutdown()
         if self.wyoming is not None:
@@ -234,6 +240,7 @@ class Service:
             "restart_needed": self.settings.restart_needed,
             "quiet_hours_now": None if quiet is None else quiet.as_dict(),
             "fleet": None if self.fleet is None else self.fleet.as_dict(),
+            "render_queue": None if self.render is None else self.render.as_dict(),
             "schedules": [] if self.scheduler is None else self.scheduler.upcoming(),
         }
 

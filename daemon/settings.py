@@ -88,6 +88,7 @@ RESTART_ONLY = frozenset(
         "mqtt.password_file",
         "mqtt.password_env",
         "mqtt.client_id",
+        "mqtt.render_group",
         "mqtt.base_topic",
         "mqtt.fleet_topic",
         "mqtt.zones",

@@ -137,6 +137,14 @@ class Recorder:
             if predicate(item[0], item[1]):
                 return item
 
+    def drain(self) -> list[tuple[str, bytes, bool]]:
+        """Every message seen so far, including those that arrived since the last wait."""
+        while True:
+            try:
+                self.seen.append(self.messages.get_nowait())
+            except queue.Empty:
+                return self.seen
+
     def event(self, job_id: str | None, kind: str, timeout: float = 60) -> dict[str, Any]:
         def matches(topic: str, payload: bytes) -> bool:
             if topic != f"{self.base}/events":

@@ -16,6 +16,11 @@ Publish = Callable[..., None]  # (topic, payload, retain=...)
 FLEET_COMMANDS = ("say", "stop")
 
 
+def box_name(base_topic: str, fleet_topic: str | None) -> str:
+    """A box's name in the fleet: its base topic below the fleet topic."""
+    return base_topic.removeprefix(f"{fleet_topic}/").replace("/", "_")
+
+
 class Fleet:
     def __init__(
         self, config: MqttConfig, handlers: dict[str, Callable[[bytes], None]], publish: Publish
@@ -28,9 +33,7 @@ class Fleet:
 
     @property
     def box(self) -> str:
-        """This box's name among the members: its base topic below the fleet topic."""
-        below = self.base.removeprefix(f"{self.topic}/")
-        return below.replace("/", "_")
+        return box_name(self.base, self.topic)
 
     def subscriptions(self) -> dict[str, Callable[[str, bytes], None]]:
         """`say` and `stop` of the fleet and of each zone, handled as the box's own."""
