@@ -324,6 +324,8 @@ def cmd_send(args: argparse.Namespace) -> int:
         SayCommand.model_validate(say)
     except ValidationError as error:
         raise TextError(format_validation_error(error, noun="field")) from None
+    if args.render:
+        return _send_to_render(config, say, args)
     if args.zone is not None:
         from daemon.send import send_to_zone
 
@@ -343,6 +345,26 @@ def cmd_send(args: argparse.Namespace) -> int:
         args.save.write_bytes(audio)
         print(f"saved {args.save}")
     return 0 if events[-1]["event"] == "finished" else 1
+
+
+def _send_to_render(config, say: dict, args: argparse.Namespace) -> int:
+    from daemon.send import send_to_render
+
+    if args.zone is not None:
+        raise TextError("--render sends to the fleet's render queue: not with --zone")
+    claims, audio = send_to_render(config.mqtt, say, args.timeout)
+    for claim in claims:
+        if claim.get("done"):
+            print(f"{claim['outcome']} by {claim['box']}")
+        else:
+            print(f"taken by {claim['box']}" + (" (queued again)" if claim.get("requeued") else ""))
+    if audio is None:
+        print("no audio: the box's events say why", file=sys.stderr)
+        return 1
+    if args.save is not None:
+        args.save.write_bytes(audio)
+        print(f"saved {args.save}")
+    return 0
 
 
 def cmd_build(args: argparse.Namespace) -> int:
@@ -502,6 +524,11 @@ def build_parser() -> argparse.ArgumentParser:
         type=_bounded_float(0.1, 60),
         default=1.5,
         help="with --zone: seconds from now to the shared start (default 1.5)",
+    )
+    send.add_argument(
+        "--render",
+        action="store_true",
+        help="to the fleet's shared render queue (any box of a render group), audio back",
     )
     send.add_argument("--id", help="job id (default: generated)")
     send.add_argument("--timeout", type=_bounded_float(0, 3600, low_inclusive=False), default=120)

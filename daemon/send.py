@@ -99,6 +99,45 @@ def send_to_zone(
         raise FastvoiceError(f"no answer from zone {zone!r} within {timeout_s:g} s") from None
 
 
+def send_to_render(
+    config: MqttConfig, say: dict[str, Any], timeout_s: float
+) -> tuple[list[dict[str, Any]], bytes | None]:
+    """One job for the fleet's shared render queue, answered under the fleet topic; returns the
+    job's claims as they changed (who took it, who did it and how) and its WAV."""
+    fleet = config.fleet
+    if fleet is None:
+        raise FastvoiceError("no fleet topic: mqtt.base_topic has no parent, set mqtt.fleet_topic")
+    job_id = say.setdefault("id", uuid.uuid4().hex[:12])
+    reply_topic = f"{fleet}/render/reply/{job_id}"
+    say.update(output="publish", reply_topic=reply_topic, format="wav")
+    claims: list[dict[str, Any]] = []
+    audio = None
+    try:
+        with _connected(config, job_id) as (client, inbox, subscribed):
+            client.subscribe([(f"{fleet}/render/claims/{job_id}", 1), (reply_topic, 1)])
+            subscribed.get(timeout=timeout_s)
+            client.publish(f"{fleet}/render/say", json.dumps(say), qos=1).wait_for_publish(
+                timeout_s
+            )
+            deadline = time.monotonic() + timeout_s
+            while (
+                not claims
+                or not claims[-1].get("done")
+                or (claims[-1].get("outcome") == "finished" and audio is None)
+            ):
+                topic, payload = inbox.get(timeout=max(0.0, deadline - time.monotonic()))
+                if topic == reply_topic:
+                    audio = payload
+                elif payload:
+                    claims.append(json.loads(payload))
+            return claims, audio
+    except queue.Empty:
+        raise FastvoiceError(
+            f"no box of {fleet}/render answered within {timeout_s:g} s; does one have "
+            "mqtt.render_group set?"
+        ) from None
+
+
 def _members(inbox, quiet_s: float = 0.5) -> list[str]:
     """The base topics of the retained members that arrive until `quiet_s` passes without one."""
     members = []

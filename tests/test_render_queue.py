@@ -13,6 +13,7 @@ import pytest
 
 from daemon.config import parse_config
 from daemon.errors import ConfigError
+from tests.conftest import run_cli
 from tests.daemon_helpers import Daemon
 from tests.mqtt_helpers import Recorder
 
@@ -23,7 +24,7 @@ def start_boxes(broker, alsa, tmp_path, topic: str, names: tuple[str, ...]) -> d
     boxes = {}
     for name in names:
         directory = tmp_path / name
-        directory.mkdir()
+        directory.mkdir(parents=True)
         boxes[name] = Daemon(
             broker,
             directory,
@@ -97,11 +98,46 @@ def test_every_job_is_answered_once_when_a_box_dies_midway(broker, alsa, tmp_pat
         assert all(final[job_id]["outcome"] == "finished" for job_id in replies.values())
     finally:
         watcher.close()
-        for name, box in boxes.items():
-            if name != "b":
-                box.stop()
-        boxes["b"].recorder.close()
-        boxes["b"].notify.close()
+        for box in boxes.values():
+            box.stop()
+
+
+def test_a_box_that_restarts_queues_again_what_it_held(broker, alsa, tmp_path):
+    """Alone in its group, a box dies holding jobs (its queue paused) and comes back: its own
+    claims, which it no longer holds, go to the queue again and are answered once."""
+    topic = f"fleet-{uuid.uuid4().hex[:6]}"
+    watcher = Recorder(broker.port, topic, client_id=None)
+    box = start_boxes(broker, alsa, tmp_path / "first", topic, ("r",))["r"]
+    again = None
+    try:
+        wait_until_taking(watcher, topic, ["r"])
+        box.recorder.publish("pause", b"true")
+        box.recorder.wait_for(lambda t, p: t == f"{box.base}/pause/state" and p == b"true")
+        jobs = [render_job(topic, f"Gate {n} has changed.") for n in range(3)]
+        for job in jobs:
+            watcher.publish_to(f"{topic}/render/say", json.dumps(job))
+            box.recorder.event(job["id"], "queued")
+        os.kill(box.process.pid, signal.SIGKILL)
+        box.process.wait(10)
+        box.recorder.close()  # the box that comes back has a recorder of the same name
+        watcher.wait_for(lambda t, p: t == f"{topic}/render/workers/r" and p == b"")
+        again = start_boxes(broker, alsa, tmp_path / "again", topic, ("r",))["r"]
+        for job in jobs:
+            again.recorder.event(job["id"], "finished")
+        replies = {job["reply_topic"] for job in jobs}
+        answered = Counter(t for t, _, _ in watcher.drain() if t in replies)
+        assert answered == dict.fromkeys(replies, 1)
+        requeued = [
+            json.loads(p)
+            for t, p, _ in watcher.seen
+            if t.startswith(f"{topic}/render/claims/") and p and json.loads(p).get("requeued")
+        ]
+        assert {claim["job"]["id"] for claim in requeued} == {job["id"] for job in jobs}
+    finally:
+        watcher.close()
+        box.stop()
+        if again is not None:
+            again.stop()
 
 
 def test_a_render_job_that_would_play_or_answer_outside_the_fleet_is_refused(
@@ -130,6 +166,14 @@ def test_a_render_job_that_would_play_or_answer_outside_the_fleet_is_refused(
         _, info, _ = box.recorder.wait_for(lambda t, p: t == f"{box.base}/status/info")
         assert json.loads(info)["render_queue"]["group"] == GROUP
         assert json.loads(info)["render_queue"]["topic"] == f"{topic}/render/say"
+        # The operator's client sends to the queue and saves what comes back.
+        sender = tmp_path / "sender.yaml"
+        sender.write_text(json.dumps({"mqtt": {"port": broker.port, "base_topic": f"{topic}/op"}}))
+        wav = tmp_path / "rendered.wav"
+        done = run_cli("send", "--config", str(sender), "--render", "Gate B.", "--save", str(wav))
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.decode().splitlines()[:2] == ["taken by solo", "finished by solo"]
+        assert wav.read_bytes()[:4] == b"RIFF" and wav.stat().st_size > 10_000
     finally:
         watcher.close()
         box.stop()
