@@ -21,6 +21,7 @@ from daemon.adapters.wyoming_server import WyomingServer
 from daemon.artifact_build import build_missing_artifacts
 from daemon.audio.player import Player
 from daemon.cache import PhraseCache
+from daemon.clock import clock_state
 from daemon.config import Config, HttpConfig, WyomingConfig, load_config
 from daemon.errors import FastvoiceError
 from daemon.event_sink import EventSink
@@ -240,6 +241,7 @@ class Service:
             "restart_needed": self.settings.restart_needed,
             "quiet_hours_now": None if quiet is None else quiet.as_dict(),
             "fleet": None if self.fleet is None else self.fleet.as_dict(),
+            "clock": clock_state(),
             "render_queue": None if self.render is None else self.render.as_dict(),
             "schedules": [] if self.scheduler is None else self.scheduler.upcoming(),
         }

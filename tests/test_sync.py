@@ -53,3 +53,16 @@ def test_a_job_past_its_instant_reports_late_and_follows_the_policy(
         assert "late" not in daemon.recorder.events(sync)
     finally:
         daemon.stop()
+
+
+def test_the_clock_state_is_the_kernels():
+    """Read through adjtimex: the struct's layout is right when the kernel's time in it is
+    now; the state says unsynchronised exactly when the kernel does."""
+    from daemon.clock import STA_UNSYNC, TIME_ERROR, clock_state, read_timex
+
+    state, timex = read_timex()
+    assert abs(timex.time.tv_sec - time.time()) < 5
+    shown = clock_state()
+    unsynchronised = state == TIME_ERROR or bool(timex.status & STA_UNSYNC)
+    assert shown["synchronised"] is not unsynchronised
+    assert shown["max_error_ms"] == timex.maxerror / 1000 >= shown["estimated_error_ms"] >= 0
