@@ -24,6 +24,7 @@ import logging
 import queue
 import socket
 import threading
+import time
 from typing import Any
 
 from daemon.adapters.fleet import box_name
@@ -55,6 +56,7 @@ class RenderQueue:
         self.claims: dict[str, dict[str, Any]] = {}
         self.held: set[str] = set()  # claimed by this box and not yet ended
         self.handed: set[str] = set()  # published again by this box, not yet taken
+        self._done_at: dict[str, float] = {}  # when a done marker was seen: forgotten as it expires
         self._lock = threading.RLock()
         self._network_thread: int | None = None
         self._stopping = False
@@ -142,6 +144,9 @@ class RenderQueue:
         with self._lock:
             if isinstance(claim, dict):
                 self.claims[job_id] = claim
+                self._done_at.pop(job_id, None)
+                if claim.get("done"):
+                    self._done_at[job_id] = time.monotonic()  # in the order they were seen
                 if claim.get("box") != self.box:
                     self.handed.discard(job_id)
             else:
@@ -151,6 +156,7 @@ class RenderQueue:
     def _sweep(self) -> None:
         """Publishes again every job whose holder is gone (when this box is the first live
         one) and every job this box claimed before a restart."""
+        self._forget_expired()
         if self._stopping or self.box not in self.live:
             return
         first = min(self.live) == self.box
@@ -160,6 +166,16 @@ class RenderQueue:
                 continue
             if holder == self.box or (first and holder not in self.live):
                 self._requeue(job_id, claim)
+
+    def _forget_expired(self) -> None:
+        """Done markers leave the broker after DONE_EXPIRY_S without a word: so here too."""
+        expired = time.monotonic() - DONE_EXPIRY_S
+        while self._done_at:
+            oldest, seen = next(iter(self._done_at.items()))
+            if seen >= expired:
+                return
+            del self._done_at[oldest]
+            self.claims.pop(oldest, None)
 
     def _requeue(self, job_id: str, claim: dict[str, Any]) -> None:
         job = claim.get("job")
