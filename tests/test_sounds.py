@@ -14,7 +14,7 @@ import soundfile
 from daemon.audio.sounds import BUILT_IN, PEAK_LIMIT, TARGET_RMS, SoundLibrary
 from daemon.cache import PhraseCache
 from daemon.config import parse_config
-from daemon.errors import ConfigError, SoundError
+from daemon.errors import ConfigError, SoundError, TextError
 from daemon.settings import Settings
 from daemon.synthesizer import Synthesizer
 from daemon.voices.base import SpeechOptions
@@ -133,6 +133,16 @@ def test_ssml_audio_plays_a_sound_between_sentences(synthesizer):
         next(synthesizer.synthesize('<speak>Hello. <audio src="klaxon"/></speak>'))
     text = run_cli("text", '<speak>Hello. <audio src="attention"/> Bye.</speak>')
     assert b"<sound attention>" in text.stdout
+
+
+def test_a_sound_alone_is_an_announcement(synthesizer):
+    """SSML with only `<audio>` plays the sound (a signal with no words); with nothing at
+    all it is still an empty text."""
+    pieces = list(synthesizer.synthesize('<speak><audio src="alarm"/></speak>'))
+    (played,) = [piece.samples for piece in pieces if piece.samples.size]
+    np.testing.assert_array_equal(played, SoundLibrary().render("alarm", RATE))
+    with pytest.raises(TextError, match="text is empty"):
+        next(synthesizer.synthesize("<speak> <break time='1s'/> </speak>"))
 
 
 def test_say_with_a_chime_writes_it_before_the_speech(tmp_path):

@@ -1,7 +1,9 @@
 """How together boxes given one `at` start: N `fastvoice serve` processes on one machine, all
-playing into one PulseAudio null sink, one recording of its monitor. Each box's chime is a tone
-of its own frequency; its onset in the recording is where that band's envelope reaches half its
-peak. Prints each run's onset spread (latest minus earliest) and their median and maximum.
+playing into one PulseAudio null sink, one recording of its monitor. Each box plays a tone of its
+own frequency and nothing else (SSML `<audio>`: speech said together by every box would sum in
+each band and could outweigh a tone); its onset in the recording is where that band's envelope
+reaches half its peak. Prints each run's onset spread (latest minus earliest) and their median
+and maximum.
 
 Run: .venv/bin/python tools/sync_check.py [--boxes 5] [--runs 5] [--lead-s 3]
 Needs mosquitto, pulseaudio and pulseaudio-utils (tools/setup-dev.sh installs them).
@@ -158,7 +160,7 @@ def run_once(args, root: Path, port: int, prefix: str, sound: SoundServer, event
         )
     job = f"sync-{time.monotonic_ns()}"
     at = round((time.time() + args.lead_s) * 1000)
-    say = {"id": job, "text": "Now.", "chime": "tone", "at": at}
+    say = {"id": job, "text": '<speak><audio src="tone"/></speak>', "chime": "none", "at": at}
     for box in range(args.boxes):
         topic = f"{prefix}/{box}/say"
         publish.single(topic, json.dumps(say), qos=1, hostname="127.0.0.1", port=port)

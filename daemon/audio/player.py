@@ -8,6 +8,7 @@ cannot open the voice's rate (or `audio.sample_rate` asks for another), soxr res
 from __future__ import annotations
 
 import itertools
+import logging
 import os
 import threading
 import time
@@ -19,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from daemon.errors import AudioDeviceError
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from daemon.config import AudioConfig
@@ -167,7 +170,10 @@ class Player:
         self.buffer_s = buffer_s
         self.prefill_s = prefill_s
         self.blocksize = blocksize
-        self.head_start_s = 0.5  # a timed start opens the stream this long before its instant
+        # A timed start opens the stream this long before its instant: opening one through
+        # PortAudio and a sound server took up to a second here, and a stream that comes up
+        # after the instant starts late.
+        self.head_start_s = 2.5
         self.open_s = 0.05  # the least time to open a stream and place the instant in it
         self._buffer: _BoundedBuffer | None = None
         self._stopped = threading.Event()
@@ -236,6 +242,7 @@ class Player:
 
         # The instant, until the buffer it falls in has been found; None: play at once.
         start: list[float | None] = [start_at]
+        late_by: list[float] = []  # the stream came up after the instant: by how much
 
         def callback(outdata, frames, times, _status) -> None:
             if self.paused:
@@ -252,6 +259,8 @@ class Player:
                     outdata.fill(0.0)
                     return
                 start[0] = None
+                if silent < 0:
+                    late_by.append(-silent / target.sample_rate)
                 mono[: max(0, silent)] = 0.0
                 mono = mono[max(0, silent) :]
                 frames -= max(0, silent)
@@ -274,7 +283,7 @@ class Player:
                 channels=1,
                 dtype="float32",
                 blocksize=self.blocksize,
-                latency="low" if start_at is not None else "high",
+                latency="high",
                 callback=callback,
                 finished_callback=finished,
             )
@@ -294,6 +303,10 @@ class Player:
             buffer.close(discard=self._stopped.is_set())
             done.wait()
         self._buffer = None
+        if late_by:
+            log.warning(
+                "the audio stream came up %.0f ms after the start instant", late_by[0] * 1e3
+            )
         if not drained.is_set() and not self._stopped.is_set():
             raise AudioDeviceError(
                 f"audio device {target.name!r} stopped in the middle of playback "

@@ -57,7 +57,7 @@ def prepare(
     else:
         events = [ssml.Text(text, base)]
     script = _Builder(config, voices).build(events)
-    if not any(isinstance(item, Utterance) for item in script):
+    if not any(isinstance(item, Utterance | Sound) for item in script):
         raise TextError("text is empty (after removing whitespace and control characters)")
     return script
 
