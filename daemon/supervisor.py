@@ -3,10 +3,12 @@ systemd watchdog (pinged only while every lane is alive and progressing) and per
 
 from __future__ import annotations
 
+import contextlib
 import faulthandler
 import logging
+import select
 import signal
-import threading
+import socket
 import time
 from collections.abc import Callable
 from typing import Any
@@ -26,11 +28,18 @@ class Supervisor:
         """`load` reads the config as the service was started with it (a reload calls it)."""
         self.service = service
         self.load = load
-        self._stop = threading.Event()
-        self._reload = threading.Event()
+        # Set by the signal handlers, which take no lock: an Event's set() from a handler can
+        # deadlock when the signal lands while the main thread holds that Event's lock.
+        self._stop_requested = False
+        self._reload_requested = False
         self._stall_reported = False
 
     def run(self) -> int:
+        # A signal also writes a byte here (from C), which wakes the loop's select at once.
+        wake, woken_by = socket.socketpair()
+        for end in (wake, woken_by):
+            end.setblocking(False)
+        signal.set_wakeup_fd(woken_by.fileno(), warn_on_full_buffer=False)
         signal.signal(signal.SIGTERM, self.request_stop)
         signal.signal(signal.SIGINT, self.request_stop)
         signal.signal(signal.SIGHUP, self.request_reload)
@@ -39,9 +48,15 @@ class Supervisor:
         watchdog = sdnotify.watchdog_interval_s()
         tick = min(1.0, watchdog or 1.0)
         next_stats = time.monotonic() + self.config.mqtt.stats_interval_s
-        while not self._stop.wait(tick):
-            if self._reload.is_set():
-                self._reload.clear()
+        while not self._stop_requested:
+            select.select([wake], [], [], tick)
+            with contextlib.suppress(BlockingIOError):
+                while wake.recv(512):
+                    pass
+            if self._stop_requested:
+                break
+            if self._reload_requested:
+                self._reload_requested = False
                 self.reload()
                 next_stats = min(next_stats, time.monotonic() + self.config.mqtt.stats_interval_s)
             if watchdog is not None:
@@ -59,10 +74,10 @@ class Supervisor:
         return self.service.settings.config
 
     def request_stop(self, *_: Any) -> None:
-        self._stop.set()
+        self._stop_requested = True
 
     def request_reload(self, *_: Any) -> None:
-        self._reload.set()
+        self._reload_requested = True
 
     def reload(self) -> None:
         try:

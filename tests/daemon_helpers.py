@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import socket
@@ -102,6 +103,8 @@ class Daemon:
                 self.process.wait(30)
             except subprocess.TimeoutExpired:
                 self.process.send_signal(signal.SIGUSR1)  # thread dump into serve.log
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    self.process.wait(3)  # the time to write it (a stuck service never exits)
                 self.process.kill()
                 raise
         self.recorder.close()

@@ -110,6 +110,10 @@ class RenderQueue:
             log.error("render queue: the broker refused the connection: %s", reason_code)
             return
         self._network_thread = threading.get_ident()
+        with self._lock:  # what changed while away comes again, retained
+            self.live.clear()
+            self.claims.clear()
+            self._done_at.clear()
         self._subscribe(f"{self.topic}/workers/+")
 
     def _subscribe(self, topic_filter: str) -> None:
