@@ -92,7 +92,7 @@ def build_service(config: Config) -> Service:
     )
     external: dict[str, TopicHandler] = fleet.subscriptions()
     render = None
-    if config.mqtt.render_group is not None and config.mqtt.fleet is not None:
+    if config.mqtt.render_group is not None:  # the config made sure of a fleet topic
         render = RenderQueue(settings, intake, events)
         events.listeners.append(render.on_event)
     discovery = None

@@ -21,6 +21,11 @@ Handler = Callable[[bytes], None]
 TopicHandler = Callable[[str, bytes], None]
 
 
+def default_client_id(config: MqttConfig) -> str:
+    """`mqtt.client_id`, else one per host."""
+    return config.client_id or f"fastvoice-{socket.gethostname()}"
+
+
 def make_client(config: MqttConfig, client_id: str, persistent: bool, mqtt5: bool = False):
     """A paho client with the configured credentials and TLS (server verification on).
     MQTT 5 sessions are chosen at connect (`clean_start`), not here."""
@@ -74,8 +79,7 @@ class MqttLink:
         self.external = external or {}
         self.on_online = on_online
         self.connected = False
-        client_id = config.client_id or f"fastvoice-{socket.gethostname()}"
-        self.client = make_client(config, client_id, persistent=True)
+        self.client = make_client(config, default_client_id(config), persistent=True)
         self.client.will_set(self.topic("status"), "offline", qos=1, retain=True)
         self.client.reconnect_delay_set(min_delay=1, max_delay=30)
         self.client.on_connect = self._on_connect

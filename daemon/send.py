@@ -78,9 +78,7 @@ def send_to_zone(
     """One `say` for every box of `zone`, with one `at` `lead_s` ahead so that they start
     together; returns each member's events (by its base topic) up to its final one. The
     members are those the zone's retained membership names."""
-    fleet = config.fleet
-    if fleet is None:
-        raise FastvoiceError("no fleet topic: mqtt.base_topic has no parent, set mqtt.fleet_topic")
+    fleet = _fleet_topic(config)
     job_id = say.setdefault("id", uuid.uuid4().hex[:12])
     try:
         with _connected(config, job_id) as (client, inbox, subscribed):
@@ -104,9 +102,7 @@ def send_to_render(
 ) -> tuple[list[dict[str, Any]], bytes | None]:
     """One job for the fleet's shared render queue, answered under the fleet topic; returns the
     job's claims as they changed (who took it, who did it and how) and its WAV."""
-    fleet = config.fleet
-    if fleet is None:
-        raise FastvoiceError("no fleet topic: mqtt.base_topic has no parent, set mqtt.fleet_topic")
+    fleet = _fleet_topic(config)
     job_id = say.setdefault("id", uuid.uuid4().hex[:12])
     reply_topic = f"{fleet}/render/reply/{job_id}"
     say.update(output="publish", reply_topic=reply_topic, format="wav")
@@ -136,6 +132,12 @@ def send_to_render(
             f"no box of {fleet}/render answered within {timeout_s:g} s; does one have "
             "mqtt.render_group set?"
         ) from None
+
+
+def _fleet_topic(config: MqttConfig) -> str:
+    if config.fleet is None:
+        raise FastvoiceError("no fleet topic: mqtt.base_topic has no parent, set mqtt.fleet_topic")
+    return config.fleet
 
 
 def _members(inbox, quiet_s: float = 0.5) -> list[str]:

@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import logging
 import queue
-import socket
 import threading
 import time
 from typing import Any
@@ -33,7 +32,7 @@ from daemon.config import MqttConfig
 from daemon.event_sink import EventSink
 from daemon.events import ENDS
 from daemon.intake import JobIntake
-from daemon.mqtt import make_client
+from daemon.mqtt import default_client_id, make_client
 from daemon.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -61,7 +60,7 @@ class RenderQueue:
         self._network_thread: int | None = None
         self._stopping = False
         self._subscribing: dict[int, str] = {}
-        client_id = f"{config.client_id or f'fastvoice-{socket.gethostname()}'}-render"
+        client_id = f"{default_client_id(config)}-render"
         self.client = make_client(config, client_id, persistent=False, mqtt5=True)
         self.client.will_set(self._presence_topic(), b"", qos=QOS, retain=True)
         # Claims go out from paho's thread at once; the slower checks and queueing (text
@@ -196,7 +195,6 @@ class RenderQueue:
     def _on_job(self, _client, _userdata, message) -> None:
         """A job from the queue: claimed (retained, before paho acknowledges the delivery,
         which it does when this returns), then queued like any `say`, not journalled."""
-        self._network_thread = threading.get_ident()
         try:
             job, command = self._parse(message.payload)
         except CommandError as error:
