@@ -86,6 +86,7 @@ ANNOUNCEMENTS = (
     "The train now arriving at platform four is the delayed service to the airport, calling at "
     "every station along the river.",
 )
+SHORT_ANNOUNCEMENTS = 2  # the first two: a short sentence each; then two and one long sentence
 WYOMING_CONCURRENT = 4
 SECTIONS = ["say", "warm", "wyoming", "start"]
 PIPER = "stock piper"
@@ -291,13 +292,17 @@ def wyoming_rows(table: Table, servers: Servers, runs: int) -> None:
         for server in (ours, theirs):  # wyoming-piper loads its voice on the first request
             wyoming_requests(server.port, SHORT, 1)
         for _ in range(runs):
-            for text in ANNOUNCEMENTS:
+            for number, text in enumerate(ANNOUNCEMENTS):
+                kind = "short" if number < SHORT_ANNOUNCEMENTS else "medium"
                 for system, server in (("fastvoice", ours), ("peer", theirs)):
                     settle(pids)
                     ((first, whole),) = wyoming_requests(server.port, text, 1)
                     row = "Wyoming, one request: {} (s)"
                     table.add(row.format("first audio"), system, first, WYOMING_PIPER, "<= 0.6x")
                     table.add(row.format("whole request"), system, whole, WYOMING_PIPER, "<= 0.9x")
+                    row = f"Wyoming, one request, {kind} announcements only: {{}} (s)"
+                    table.add(row.format("first audio"), system, first, WYOMING_PIPER)
+                    table.add(row.format("whole request"), system, whole, WYOMING_PIPER)
                     settle(pids)
                     results = wyoming_requests(server.port, text, WYOMING_CONCURRENT)
                     row = f"Wyoming, {WYOMING_CONCURRENT} at once: {{}} (s)"
