@@ -35,8 +35,9 @@ def service(broker, alsa, tmp_path_factory):
         broker,
         tmp_path_factory.mktemp("page"),
         alsa.env(),
-        mqtt={"client_id": f"fv-{uuid.uuid4().hex[:6]}"},
+        mqtt={"client_id": f"fv-{uuid.uuid4().hex[:6]}", "zones": ["lobby", "gate-3"]},
         http={"listen": f"127.0.0.1:{port}"},
+        schedules=[{"name": "new-year", "cron": "0 3 1 1 *", "text": "Happy new year."}],
     )
     running.url = f"http://127.0.0.1:{port}/"
     yield running
@@ -79,6 +80,20 @@ def test_the_page_is_self_contained(page):
     )
     assert sources == []  # no CDN, no fonts, no scripts from elsewhere: the box is offline
     assert "en_US-joe-medium" in page.find_element(By.ID, "status").text
+
+
+def test_the_status_shows_the_zones_quiet_hours_and_the_next_schedule(page):
+    facts = dict(
+        zip(
+            (term.text for term in page.find_elements(By.CSS_SELECTOR, "#status dt")),
+            (value.text for value in page.find_elements(By.CSS_SELECTOR, "#status dd")),
+            strict=True,
+        )
+    )
+    assert facts["zones"] == "lobby, gate-3"
+    assert facts["quiet hours"] == "not now"
+    assert facts["next schedule"].startswith("new-year at ")
+    assert "render queue" not in facts  # no render group configured
 
 
 def test_typing_a_sentence_speaks_it(page, service, capture, tmp_path):
