@@ -139,14 +139,8 @@ class VramLedger:
                     )
                     return profile
                 tried.append(f"profile {profile.index} ({_dims(profile)}) needs {mb(cost)}")
-            self._decide(
-                Decision(
-                    stage,
-                    "next",
-                    f"no profile fits the {mb(free)} left of the {mb(self.budget_bytes)} "
-                    f"budget ({'; '.join(tried) or 'no profiles'})",
-                )
-            )
+            tried_text = "; ".join(tried) or "no profiles"
+            self._refuse(stage, f"no profile fits the {self._left(free)} ({tried_text})")
             return None
 
     def place_arena(self, stage: str, backend: str, weights_bytes: int) -> int | None:
@@ -156,14 +150,8 @@ class VramLedger:
             free = self.free_bytes
             limit = max(free // 2, 2 * weights_bytes)
             if limit > free:
-                self._decide(
-                    Decision(
-                        stage,
-                        "next",
-                        f"{backend} needs at least {mb(2 * weights_bytes)} (twice the weights), "
-                        f"{mb(free)} of the {mb(self.budget_bytes)} budget is left",
-                    )
-                )
+                needs = f"{backend} needs at least {mb(2 * weights_bytes)} (twice the weights)"
+                self._refuse(stage, f"{needs}, {self._left(free)}")
                 return None
             self.placements[stage] = Placement(arena_bytes=limit)
             self._decide(
@@ -182,14 +170,8 @@ class VramLedger:
         with self._lock:
             free = self.free_bytes
             if held_bytes > free:
-                self._decide(
-                    Decision(
-                        stage,
-                        "next",
-                        f"{reason}: {mb(held_bytes)} does not fit the {mb(free)} left of the "
-                        f"{mb(self.budget_bytes)} budget",
-                    )
-                )
+                too_big = f"{reason}: {mb(held_bytes)} does not fit the {self._left(free)}"
+                self._refuse(stage, too_big)
                 return False
             self.placements[stage] = Placement(held_bytes=held_bytes)
             self._decide(Decision(stage, backend, f"{mb(held_bytes)} {reason}", None, held_bytes))
@@ -212,7 +194,14 @@ class VramLedger:
         with self._lock:
             placement = self.placements.pop(stage, None)
             if placement is not None:
-                self._decide(Decision(stage, "next", f"its share given back: {why}"))
+                self._refuse(stage, f"its share given back: {why}")
+
+    def _left(self, free: int) -> str:
+        return f"{mb(free)} left of the {mb(self.budget_bytes)} budget"
+
+    def _refuse(self, stage: str, why: str) -> None:
+        """The stage goes to the next backend (the lock is held)."""
+        self._decide(Decision(stage, "next", why))
 
     def note(self, decision: Decision) -> None:
         with self._lock:
