@@ -115,3 +115,13 @@ def say(daemon: Daemon, **fields) -> str:
     fields.setdefault("id", uuid.uuid4().hex[:10])
     daemon.recorder.publish("say", json.dumps(fields))
     return fields["id"]
+
+
+def fleet_box(broker: Broker, env: dict[str, str], directory: Path, fleet: str, name: str, **mqtt):
+    """Box `name` of the fleet topic `fleet` (base topic `<fleet>/<name>`), in a directory of its
+    own, with more `mqtt` settings."""
+    directory.mkdir(parents=True)
+    client_id = f"fv-{name}-{uuid.uuid4().hex[:6]}"
+    return Daemon(
+        broker, directory, env, base=f"{fleet}/{name}", mqtt={"client_id": client_id, **mqtt}
+    )

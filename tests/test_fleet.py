@@ -8,7 +8,7 @@ import uuid
 import pytest
 
 from tests.conftest import run_cli
-from tests.daemon_helpers import Daemon
+from tests.daemon_helpers import fleet_box
 from tests.mqtt_helpers import Recorder
 
 
@@ -17,17 +17,10 @@ def fleet(broker, alsa, tmp_path):
     """Boxes `a` (zone lobby) and `b` (zones lobby and floor-2) of one fleet, each playing on a
     capture device of its own, and a recorder of the fleet's topics."""
     topic = f"fleet-{uuid.uuid4().hex[:6]}"
-    boxes = {}
-    for name, zones in (("a", ["lobby"]), ("b", ["lobby", "floor-2"])):
-        directory = tmp_path / name
-        directory.mkdir()
-        boxes[name] = Daemon(
-            broker,
-            directory,
-            alsa.env(),
-            base=f"{topic}/{name}",
-            mqtt={"client_id": f"fv-{name}-{uuid.uuid4().hex[:6]}", "zones": zones},
-        )
+    boxes = {
+        name: fleet_box(broker, alsa.env(), tmp_path / name, topic, name, zones=zones)
+        for name, zones in (("a", ["lobby"]), ("b", ["lobby", "floor-2"]))
+    }
     watcher = Recorder(broker.port, topic, client_id=None)
     yield topic, boxes, watcher
     watcher.close()

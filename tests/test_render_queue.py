@@ -14,25 +14,17 @@ import pytest
 from daemon.config import parse_config
 from daemon.errors import ConfigError
 from tests.conftest import run_cli
-from tests.daemon_helpers import Daemon
+from tests.daemon_helpers import Daemon, fleet_box
 from tests.mqtt_helpers import Recorder
 
 GROUP = "renderers"
 
 
 def start_boxes(broker, alsa, tmp_path, topic: str, names: tuple[str, ...]) -> dict[str, Daemon]:
-    boxes = {}
-    for name in names:
-        directory = tmp_path / name
-        directory.mkdir(parents=True)
-        boxes[name] = Daemon(
-            broker,
-            directory,
-            alsa.env(),
-            base=f"{topic}/{name}",
-            mqtt={"client_id": f"fv-{name}-{uuid.uuid4().hex[:6]}", "render_group": GROUP},
-        )
-    return boxes
+    return {
+        name: fleet_box(broker, alsa.env(), tmp_path / name, topic, name, render_group=GROUP)
+        for name in names
+    }
 
 
 def wait_until_taking(watcher: Recorder, topic: str, names) -> None:
