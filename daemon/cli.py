@@ -331,7 +331,8 @@ def cmd_send(args: argparse.Namespace) -> int:
 
         if args.save is not None:
             raise TextError("--save takes one box's audio: not with --zone")
-        by_box = send_to_zone(config.mqtt, args.zone, say, args.lead, args.timeout)
+        lead = config.queue.sync_lead_s if args.lead is None else args.lead
+        by_box = send_to_zone(config.mqtt, args.zone, say, lead, args.timeout)
         for box, box_events in by_box.items():
             for event in box_events:
                 print(f"{box}  ", end="")
@@ -522,8 +523,7 @@ def build_parser() -> argparse.ArgumentParser:
     send.add_argument(
         "--lead",
         type=_bounded_float(0.1, 60),
-        default=1.5,
-        help="with --zone: seconds from now to the shared start (default 1.5)",
+        help="with --zone: seconds from now to the shared start (default: queue.sync_lead_s)",
     )
     send.add_argument(
         "--render",

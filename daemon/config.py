@@ -492,7 +492,11 @@ class QueueConfig(StrictModel):
         "restarts the service",
     )
     sync_lead_s: float = Field(
-        1.5, ge=0.1, le=60.0, description="a `sync` say starts this long after it arrives"
+        3.0,
+        ge=0.1,
+        le=60.0,
+        description="a `sync` say (and `send --zone`) starts this long after it is sent: the "
+        "player opens its stream 2.5 s ahead of the instant, after rendering",
     )
     sync_late_policy: Literal["play", "drop"] = Field(
         "play", description="a job that cannot start at its `at`: play at once, or drop it"
