@@ -325,6 +325,8 @@ def test_mqtt_reply_topic_prefixes_admit_a_new_reply_topic(fresh):
 
 def test_hermes_site_id_answers_the_new_site(fresh):
     fresh.hermes("hall", "before")
+    fresh.hermes("kitchen", "marker")  # answered after "before" was seen (one topic, in order)
+    fresh.hermes_finished("marker")  # so the reload cannot overtake "before"
     fresh.reload(hermes={"site_id": "hall"})
     fresh.hermes("hall", "after")
     fresh.hermes_finished("after")
