@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from daemon import __version__
+from daemon.cli_voices import add_voice_commands
 from daemon.errors import FastvoiceError, TextError
 from daemon.logs import setup_logging
 
@@ -563,9 +564,14 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("bench_args", nargs=argparse.REMAINDER, help="options for tools/bench.py")
     bench.set_defaults(handler=cmd_bench)
 
-    voices = commands.add_parser("voices", parents=[common], help="list voices and their backend")
+    voices = commands.add_parser(
+        "voices",
+        parents=[common],
+        help="this box's voices and their backend; list, install, remove, show catalogue voices",
+    )
     voices.add_argument("--json", action="store_true", help="machine-readable output")
     voices.set_defaults(handler=cmd_voices)
+    add_voice_commands(voices, common)
 
     devices = commands.add_parser("devices", parents=[common], help="list audio output devices")
     devices.set_defaults(handler=cmd_devices)

@@ -86,7 +86,12 @@ class VitsVoiceConfig(_FamilyVoice):
     length_scale: float | None = Field(None, gt=0, le=5)
     noise_scale: float | None = Field(None, ge=0, le=2)
     noise_w: float | None = Field(None, ge=0, le=2)
-    normalize: bool = Field(True, description="scale each sentence to full range, as Piper does")
+    normalize: bool = Field(
+        True,
+        description="even loudness: the gain `fastvoice build` measured for the voice (EBU R128) "
+        "and a look-ahead limiter, so every sentence streams; before a measurement, each "
+        "sentence scaled to full range as Piper does",
+    )
 
     _resolve = field_validator("model", "config")(_resolve_path)
 
@@ -183,6 +188,35 @@ class RuntimeConfig(StrictModel):
     )
 
     _resolve = field_validator("artifact_dir")(_resolve_path)
+
+
+UPSTREAM_FILES = "https://huggingface.co/rhasspy/piper-voices/resolve/v1.0.0/"
+
+
+class CatalogConfig(StrictModel):
+    """Where `fastvoice voices` finds Piper's catalogue, and where installed voices live."""
+
+    url: str = Field(
+        UPSTREAM_FILES + "voices.json",
+        description="the catalogue (Piper's voices.json format): http(s), file:// or a path",
+    )
+    files_url: str = Field(
+        UPSTREAM_FILES, description="base of the catalogue's file paths (a site's own mirror)"
+    )
+    dir: Path | None = Field(
+        None,
+        description="installed voices, laid out like the catalogue; default: systemd's "
+        "StateDirectory, else ~/.local/state/fastvoice, with `voices/`",
+    )
+
+    _resolve = field_validator("dir")(_resolve_path)
+
+    @field_validator("url", "files_url")
+    @classmethod
+    def _location(cls, value: str) -> str:
+        if "://" in value and not value.startswith(("http://", "https://", "file://")):
+            raise ValueError(f"{value!r}: only http://, https:// and file:// locations are read")
+        return value
 
 
 class DimRange(StrictModel):
@@ -750,6 +784,7 @@ class Config(StrictModel):
     version: Literal[1] = 1
     voice: VoiceName = Field(DEFAULT_VOICE, description="voice used when a request names none")
     voices: dict[VoiceName, VoiceConfig] = Field(default_factory=_default_voices)
+    catalog: CatalogConfig = Field(default_factory=CatalogConfig)
     runtime: RuntimeConfig = Field(default_factory=RuntimeConfig)
     gpu: GpuConfig = Field(default_factory=GpuConfig)
     text: TextConfig = Field(default_factory=TextConfig)
@@ -785,23 +820,26 @@ class Config(StrictModel):
 
     @model_validator(mode="after")
     def _voices_exist(self) -> Config:
-        known = ", ".join(sorted(self.voices)) or "none"
-        if self.voice not in self.voices:
+        from daemon.voices.installed import installed_names
+
+        voices = set(self.voices) | installed_names(self.catalog.dir)
+        known = ", ".join(sorted(voices)) or "none"
+        if self.voice not in voices:
             raise ValueError(f"voice: {self.voice!r} is not among the voices ({known})")
         for voice in self.text.lexicon.voices:
-            if voice not in self.voices:
+            if voice not in voices:
                 raise ValueError(
                     f"text.lexicon.voices: {voice!r} is not among the voices ({known})"
                 )
         for index, item in enumerate(self.cache.pregenerate):
-            if item.voice is not None and item.voice not in self.voices:
+            if item.voice is not None and item.voice not in voices:
                 raise ValueError(
                     f"cache.pregenerate.{index}.voice: {item.voice!r} is not among the voices "
                     f"({known})"
                 )
         names = set()
         for index, entry in enumerate(self.schedules):
-            if entry.voice is not None and entry.voice not in self.voices:
+            if entry.voice is not None and entry.voice not in voices:
                 raise ValueError(
                     f"schedules.{index}.voice: {entry.voice!r} is not among the voices ({known})"
                 )

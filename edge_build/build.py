@@ -11,6 +11,7 @@ from typing import Protocol
 
 from daemon.config import Config, CosyVoice2VoiceConfig, VitsVoiceConfig
 from daemon.runtime.gpu import GpuStack
+from daemon.voices.registry import voice_configs
 from edge_build.artifact_writer import BuildResult
 from edge_build.cosyvoice2_builder import CosyVoice2Builder
 from edge_build.gpu_steps import EngineBuilder, GpuSteps
@@ -21,6 +22,8 @@ Progress = Callable[[str], None]
 
 
 class VoiceBuilder(Protocol):
+    name: str
+
     def build_cpu(
         self, *, precision: str, force: bool, verify: bool, progress: Progress
     ) -> list[BuildResult]: ...
@@ -33,12 +36,17 @@ class VoiceBuilder(Protocol):
 def builders(config: Config, store: Path) -> list[VoiceBuilder]:
     """Each voice's builder, by the type of its settings."""
     made: list[VoiceBuilder] = []
-    for name, voice in sorted(config.voices.items()):
+    for name, voice in sorted(voice_configs(config).items()):
         if isinstance(voice, VitsVoiceConfig):
             made.append(VitsBuilder(name, voice, store))
         elif isinstance(voice, CosyVoice2VoiceConfig):
             made.append(CosyVoice2Builder(name, voice, store))
     return made
+
+
+def builder_for(config: Config, store: Path, name: str) -> VoiceBuilder:
+    """The builder of one voice (configured or installed)."""
+    return next(builder for builder in builders(config, store) if builder.name == name)
 
 
 def build_voices(

@@ -17,9 +17,11 @@ from daemon.errors import BackendError
 from daemon.parts import WHOLE
 from daemon.runtime.artifacts import Artifact
 from daemon.runtime.ort_cpu import OrtCpuBackend
+from daemon.voices import loudness
 from daemon.voices.vits import VitsVoice, voice_files
 from edge_build.artifact_writer import BuildResult
 from edge_build.gpu_steps import GpuSteps
+from edge_build.loudness import build_loudness, record_for
 from edge_build.ort_optimize import build_ort_artifact, write_precision_choice
 from edge_build.precision import VARIANTS, make_variant
 from edge_build.quality_gate import evaluate
@@ -78,6 +80,8 @@ class VitsBuilder:
         if precision == "auto":
             progress(f"{self.stage}: the precision quality gate")
             results.append(self.choose_precision(again=rebuilt or force))
+        if self.config.normalize:
+            results.append(build_loudness(self.name, self.config, self.store, force, progress))
         return results
 
     def build_gpu(self, steps: GpuSteps) -> list[BuildResult]:
@@ -109,6 +113,9 @@ class VitsBuilder:
         chosen = OrtCpuBackend(artifact_store=self.store, precision=precision)
         if precision == "auto" and chosen.precision_choice(self.model)[0] is None:
             missing.append(f"{self.stage}/precision")
+        record = record_for(self.name, self.config, self.store)
+        if self.config.normalize and loudness.read(record) is None:
+            missing.append(f"{self.stage}/loudness")
         return missing
 
     def choose_precision(self, again: bool) -> BuildResult:

@@ -260,7 +260,7 @@ def test_missing_artifacts_names_what_a_build_would_make(voice_copy, tmp_path):
         }
     )
     store = tmp_path / "store"
-    assert missing_artifacts(config, store, gpu=False) == ["v/vits@fp32"]
+    assert missing_artifacts(config, store, gpu=False) == ["v/vits@fp32", "v/vits/loudness"]
     build_voices(config, store)
     assert missing_artifacts(config, store, gpu=False) == []
     assert missing_artifacts(config, store, gpu=True) == ["the GPU engines"]

@@ -14,20 +14,24 @@ from typing import Any
 
 import numpy as np
 
+from daemon.audio.limiter import LookaheadLimiter
 from daemon.audio.piece import AudioPiece
 from daemon.config import VitsVoiceConfig
 from daemon.errors import GpuOutOfMemory, TextError, VoiceError
 from daemon.runtime.artifacts import source_identity
 from daemon.runtime.base import Backend, Stage
 from daemon.text.script import Part, Phonemes, Utterance, join_words
+from daemon.voices import loudness
 from daemon.voices.base import SpeechOptions, Voice, VoiceInfo
 
 REQUIRED_INPUTS = {"input", "input_lengths", "scales"}
-# Streaming decode (86 latent frames = 1 s of audio): a sentence longer than STREAM_MIN_FRAMES
-# is decoded as a small first window (its audio can play at once), then windows sized from the
-# decode speed just measured, so that each ends within BUDGET_SHARE of the audio still ahead of
-# playback: few windows (little context overhead) on a fast box, small ones on a slow or busy
-# one, never a gap mid-sentence; a rest of at most half a window joins the window before it.
+# Streaming decode (86 latent frames = 1 s of audio): a sentence is decoded as a small first
+# window (its audio can play at once), then windows sized from the decode speed just measured,
+# so that each ends within BUDGET_SHARE of the audio still ahead of playback: few windows (little
+# context overhead) on a fast box, small ones on a slow or busy one, never a gap mid-sentence; a
+# rest of at most half a window joins the window before it.
+# Without a measured loudness gain a sentence of up to STREAM_MIN_FRAMES is decoded whole: Piper's
+# per-sentence peak normalisation needs its end before its start can play.
 # Each window has CONTEXT_FRAMES of context on both sides: the decoder's receptive field reaches
 # 12 frames (with 12 the joined windows equal one whole decode exactly; with 8 they differ by
 # 6e-4), and every context frame is decoded twice, so no more. MAX_WINDOW_FRAMES bounds the
@@ -100,11 +104,30 @@ def _read_piper_config(name: str, json_path: Path):
     return raw, piper_config
 
 
+def loudness_settings(config: VitsVoiceConfig) -> dict[str, Any]:
+    """The settings a loudness record is measured with (and keyed by)."""
+    return config.model_dump(mode="json", include={"length_scale", "noise_scale", "noise_w"})
+
+
 class VitsVoice(Voice):
-    def __init__(self, name: str, config: VitsVoiceConfig, backend: Backend) -> None:
+    def __init__(
+        self,
+        name: str,
+        config: VitsVoiceConfig,
+        backend: Backend,
+        loudness_store: Path | None = None,
+    ) -> None:
+        """`loudness_store`: where `fastvoice build` keeps measured loudness (None: Piper's
+        peak normalisation)."""
         self.name = name
         self.config = config
         model, json_path = voice_files(name, config)
+        self.loudness = None
+        if loudness_store is not None and config.normalize:
+            record = loudness.record_path(
+                loudness_store, model, json_path, loudness_settings(config)
+            )
+            self.loudness = loudness.read(record)
         # What was loaded, fixed at load time: the phrase cache keys on it for every request.
         self._identity = {
             "family": "vits",
@@ -239,7 +262,9 @@ class VitsVoice(Voice):
 
         return phonemes_to_ids(phonemes, self.piper.phoneme_id_map)
 
-    def _feeds(self, ids: list[int], options: SpeechOptions) -> Mapping[str, np.ndarray]:
+    def _feeds(
+        self, ids: list[int], options: SpeechOptions, speaker: int | None
+    ) -> Mapping[str, np.ndarray]:
         def pick(request: float | None, configured: float | None, voice_default: float) -> float:
             return next(v for v in (request, configured, voice_default) if v is not None)
 
@@ -257,9 +282,6 @@ class VitsVoice(Voice):
             "input_lengths": np.array([len(ids)], dtype=np.int64),
             "scales": scales,
         }
-        speaker = (
-            self.default_speaker if options.speaker is None else self.speaker_id(options.speaker)
-        )
         if speaker is not None:
             feeds["sid"] = np.array([speaker], dtype=np.int64)
         return feeds
@@ -267,10 +289,23 @@ class VitsVoice(Voice):
     def synthesize_sentence(
         self, sentence: str | tuple[Part, ...], options: SpeechOptions
     ) -> Iterator[AudioPiece]:
+        speaker = (
+            self.default_speaker if options.speaker is None else self.speaker_id(options.speaker)
+        )
+        measured = self.loudness.gain(speaker) if self.loudness is not None else None
+        rate = self.piper.sample_rate
         for phonemes in self.phonemes(sentence):
-            feeds = self._feeds(self.phoneme_ids(phonemes), options)
-            gain = _StreamingGain(self.piper.sample_rate) if self.config.normalize else None
-            pieces = self._decode_windows(feeds) if self.streaming else self._decode_whole(feeds)
+            feeds = self._feeds(self.phoneme_ids(phonemes), options, speaker)
+            if not self.streaming:
+                pieces = self._decode_whole(feeds)
+            else:
+                pieces = self._decode_windows(feeds, stream_short=measured is not None)
+            if measured is not None:
+                limiter = LookaheadLimiter(rate, loudness.CEILING)
+                for audio, last in pieces:
+                    yield AudioPiece(limiter.process(audio * np.float32(measured), last), last)
+                continue
+            gain = _StreamingGain(rate) if self.config.normalize else None
             for audio, last in pieces:
                 if gain is not None:
                     audio = gain.apply(audio)
@@ -280,8 +315,11 @@ class VitsVoice(Voice):
         assert self.whole is not None
         yield self.whole.run(feeds)[0].reshape(-1).astype(np.float32), True
 
-    def _decode_windows(self, feeds: Mapping[str, np.ndarray]) -> Iterator[tuple[np.ndarray, bool]]:
-        """Encoder once, then the decoder over windows of latent frames with context."""
+    def _decode_windows(
+        self, feeds: Mapping[str, np.ndarray], stream_short: bool
+    ) -> Iterator[tuple[np.ndarray, bool]]:
+        """Encoder once, then the decoder over windows of latent frames with context; a short
+        sentence in one window unless `stream_short`."""
         assert self.encoder is not None and self.decoder is not None
         latent = dict(
             zip((s.name for s in self.encoder.outputs), self.encoder.run(feeds), strict=True)
@@ -294,7 +332,8 @@ class VitsVoice(Voice):
         largest = MAX_WINDOW_FRAMES
         if limit is not None:
             largest = max(1, min(MAX_WINDOW_FRAMES, limit - 2 * CONTEXT_FRAMES))
-        whole = frames <= STREAM_MIN_FRAMES and (limit is None or frames <= limit)
+        short = frames <= STREAM_MIN_FRAMES and not stream_short
+        whole = short and (limit is None or frames <= limit)
         size = frames if whole else min(FIRST_WINDOW_FRAMES, largest)
         while start < frames:
             end = min(frames, start + size)

@@ -1,0 +1,222 @@
+"""`fastvoice voices list | install | remove | show`: Piper's catalogue on this box.
+
+Nothing here runs unless asked: the catalogue is read by `list` (without `--installed`) and
+`install`, from the configured location or a local mirror (`--from DIR`, a folder laid out like
+the catalogue: its voices.json and the files at their catalogue paths).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from daemon.errors import FastvoiceError, VoiceError
+
+
+def add_voice_commands(voices: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
+    actions = voices.add_subparsers(dest="voices_command", metavar="ACTION")
+    listing = actions.add_parser(
+        "list", parents=[common], help="the catalogue's voices (installed ones marked)"
+    )
+    listing.add_argument("--language", help="only this language (de, de_DE, ...)")
+    listing.add_argument("--installed", action="store_true", help="only installed voices")
+    listing.add_argument("--from", dest="mirror", type=Path, help="a local catalogue folder")
+    listing.add_argument("--json", action="store_true", help="machine-readable output")
+    listing.set_defaults(handler=cmd_list)
+
+    install = actions.add_parser(
+        "install", parents=[common], help="download, check and install voices, then build them"
+    )
+    install.add_argument("names", nargs="+", metavar="NAME", help="catalogue key or alias")
+    install.add_argument("--from", dest="mirror", type=Path, help="a local catalogue folder")
+    install.add_argument(
+        "--no-build", action="store_true", help="skip the artifacts and loudness measurement"
+    )
+    install.set_defaults(handler=cmd_install)
+
+    remove = actions.add_parser("remove", parents=[common], help="remove installed voices")
+    remove.add_argument("names", nargs="+", metavar="NAME")
+    remove.set_defaults(handler=cmd_remove)
+
+    show = actions.add_parser("show", parents=[common], help="one voice: files, speakers, loudness")
+    show.add_argument("name", metavar="NAME")
+    show.add_argument("--json", action="store_true", help="machine-readable output")
+    show.set_defaults(handler=cmd_show)
+
+
+def _catalog(config, mirror: Path | None):
+    """(entries, files base) of the configured catalogue or of a local mirror."""
+    from daemon.voices.catalog import read_catalog
+
+    if mirror is not None:
+        if not (mirror / "voices.json").is_file():
+            raise FastvoiceError(f"--from {mirror}: no voices.json there")
+        return read_catalog(str(mirror / "voices.json")), str(mirror)
+    return read_catalog(config.catalog.url), config.catalog.files_url
+
+
+def _installed(config) -> dict[str, Any]:
+    from daemon.voices.installed import installed, voices_dir
+
+    return installed(voices_dir(config.catalog.dir))
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    from daemon.config import load_config
+
+    config = load_config(args.config)
+    installed = _installed(config)
+    if args.installed:
+        entries = {name: voice.entry for name, voice in installed.items()}
+    else:
+        entries = _catalog(config, args.mirror)[0]
+    language = (args.language or "").replace("-", "_").lower()
+    rows = [
+        {**entry.summary(), "installed": name in installed}
+        for name, entry in sorted(entries.items())
+        if not language
+        or entry.language.code.lower() in (language, language.split("_")[0])
+        or entry.language.family.lower() == language
+    ]
+    if args.json:
+        print(json.dumps(rows, indent=2, ensure_ascii=False))
+        return 0
+    if not rows:
+        print("no voices" + (f" in {args.language!r}" if args.language else ""))
+        return 0
+    print(f"{'name':<36} {'language':<22} {'quality':<8} {'speakers':>8} {'size':>8}")
+    for row in rows:
+        mark = "*" if row["installed"] else " "
+        language_name = f"{row['language']} {row['language_name']}"[:22]
+        size = f"{row['size_bytes'] / 1e6:.0f} MB"
+        print(
+            f"{row['name'] + mark:<36} {language_name:<22} {row['quality']:<8} "
+            f"{row['speakers']:>8} {size:>8}"
+        )
+    print("* installed")
+    return 0
+
+
+class _Bars:
+    """One progress bar per file on stderr (tqdm), updated from the install's byte counts."""
+
+    def __init__(self) -> None:
+        self.bars: dict[str, Any] = {}
+
+    def __call__(self, transfer) -> None:
+        from tqdm import tqdm
+
+        bar = self.bars.get(transfer.file)
+        if bar is None:
+            bar = tqdm(
+                total=transfer.total,
+                desc=transfer.file,
+                unit="B",
+                unit_scale=True,
+                file=sys.stderr,
+                leave=True,
+            )
+            self.bars[transfer.file] = bar
+        bar.update(transfer.done - bar.n)
+        if transfer.done >= transfer.total:
+            bar.close()
+
+    def close(self) -> None:
+        for bar in self.bars.values():
+            bar.close()
+
+
+def cmd_install(args: argparse.Namespace) -> int:
+    from daemon.config import load_config
+    from daemon.voices.catalog import find
+    from daemon.voices.install import install
+
+    config = load_config(args.config)
+    entries, base = _catalog(config, args.mirror)
+    wanted = [find(entries, name) for name in args.names]  # every name known before a download
+    for entry in wanted:
+        bars = _Bars()
+        try:
+            voice = install(config.catalog, entry, base, progress=bars)
+        finally:
+            bars.close()
+        print(f"installed {voice.name} ({entry.language.code}) in {voice.folder}")
+        if not args.no_build:
+            _build(config, voice.name)
+    print(
+        "a running service takes new voices at `systemctl reload fastvoice` (SIGHUP) or the "
+        "MQTT command <base_topic>/voices/install"
+    )
+    return 0
+
+
+def _build(config, name: str) -> None:
+    """The new voice's artifacts and loudness, as `fastvoice build` makes them."""
+    from daemon.runtime.artifacts import default_store
+    from edge_build.build import builder_for
+
+    store = config.runtime.artifact_dir or default_store()
+    results = builder_for(config, store, name).build_cpu(
+        precision=config.runtime.precision,
+        force=False,
+        verify=False,
+        progress=lambda text: print(text, file=sys.stderr, flush=True),
+    )
+    for result in results:
+        print(f"  {result.stage}: {result.status} ({result.seconds:.1f} s)")
+
+
+def cmd_remove(args: argparse.Namespace) -> int:
+    from daemon.config import load_config
+    from daemon.voices.install import remove
+
+    config = load_config(args.config)
+    for name in args.names:
+        if name == config.voice:
+            raise VoiceError(
+                f"{name!r} is the default voice (`voice:` in the config); choose another first"
+            )
+        voice = remove(config.catalog, name)
+        print(f"removed {voice.name} from {voice.folder}")
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from daemon.config import load_config
+    from daemon.runtime.artifacts import default_store
+    from daemon.voices.registry import voice_configs
+
+    config = load_config(args.config)
+    configs = voice_configs(config)
+    installed = _installed(config)
+    if args.name not in configs:
+        known = ", ".join(sorted(configs))
+        raise VoiceError(f"voice {args.name!r} is not on this box (voices: {known})")
+    described: dict[str, Any] = {"name": args.name, "installed": args.name in installed}
+    if args.name in installed:
+        described["catalogue"] = installed[args.name].describe()
+        described["speaker_names"] = sorted(
+            installed[args.name].entry.speaker_id_map,
+            key=installed[args.name].entry.speaker_id_map.get,
+        )
+    voice_config = configs[args.name]
+    described["settings"] = voice_config.model_dump(mode="json")
+    if voice_config.family == "vits":
+        from daemon.voices import loudness
+        from edge_build.loudness import record_for
+
+        store = config.runtime.artifact_dir or default_store()
+        measured = loudness.read(record_for(args.name, voice_config, store))
+        described["loudness"] = None if measured is None else measured.as_dict()
+    if args.json:
+        print(json.dumps(described, indent=2, ensure_ascii=False))
+        return 0
+    for key, value in described.items():
+        shown = json.dumps(value, ensure_ascii=False) if isinstance(value, dict | list) else value
+        print(f"{key}: {shown}")
+    if described.get("loudness") is None and voice_config.family == "vits":
+        print("loudness not measured yet: `fastvoice build` measures it")
+    return 0

@@ -1,0 +1,113 @@
+"""Installing and removing catalogue voices: each file fetched and checked in `.staging/KEY/`,
+then the folder renamed into place (daemon.voices.installed describes the layout)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from daemon.config import CatalogConfig
+from daemon.errors import VoiceError
+from daemon.files import replaced_atomically
+from daemon.voices.catalog import CatalogEntry, file_location
+from daemon.voices.download import DownloadError, fetch
+from daemon.voices.installed import (
+    RECORD,
+    STAGING,
+    InstalledVoice,
+    installed,
+    voices_dir,
+    write_index,
+)
+
+_LOCK = threading.Lock()  # one install or removal at a time in a process
+
+
+@dataclass
+class Transfer:
+    """What an install reports while it fetches: the file, its bytes so far and in all."""
+
+    file: str
+    done: int
+    total: int
+
+
+def install(
+    catalog: CatalogConfig,
+    entry: CatalogEntry,
+    files_base: str,
+    progress: Callable[[Transfer], None] | None = None,
+) -> InstalledVoice:
+    """Fetches and checks every file of `entry` from `files_base`, then moves the voice into
+    place (replacing an older install of it). DownloadError names what failed."""
+    root = voices_dir(catalog.dir)
+    with _LOCK:
+        staging = root / STAGING / entry.key
+        try:
+            staging.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise VoiceError(f"cannot write {root}: {error.strerror or error}") from None
+        _check_space(staging, entry)
+        for path, expected in entry.files.items():
+            name = path.rsplit("/", 1)[-1]
+            if (staging / name).exists():  # fetched and checked by an earlier, cut-off install
+                continue
+            transfer = Transfer(name, 0, expected.size_bytes)
+
+            def added(count: int, transfer: Transfer = transfer) -> None:
+                transfer.done += count
+                if progress is not None:
+                    progress(transfer)
+
+            fetch(file_location(files_base, path), staging / name, expected, added)
+        record = {
+            "entry": entry.model_dump(mode="json"),
+            "source": files_base,
+            "time": time.time(),
+        }
+        with replaced_atomically(staging / RECORD) as out:
+            out.write(json.dumps(record, indent=2).encode())
+        final = root / entry.folder
+        final.parent.mkdir(parents=True, exist_ok=True)
+        old = root / STAGING / f"{entry.key}.old"
+        shutil.rmtree(old, ignore_errors=True)
+        if final.exists():
+            os.replace(final, old)
+        os.replace(staging, final)
+        shutil.rmtree(old, ignore_errors=True)
+        write_index(root)
+    return installed(root)[entry.key]
+
+
+def remove(catalog: CatalogConfig, name: str) -> InstalledVoice:
+    root = voices_dir(catalog.dir)
+    with _LOCK:
+        voice = installed(root).get(name)
+        if voice is None:
+            known = ", ".join(sorted(installed(root))) or "none"
+            raise VoiceError(f"voice {name!r} is not installed (installed: {known})")
+        trash = root / STAGING / f"{name}.removed"
+        shutil.rmtree(trash, ignore_errors=True)
+        trash.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(voice.folder, trash)  # gone from the listing at once
+        shutil.rmtree(trash, ignore_errors=True)
+        write_index(root)
+    return voice
+
+
+def _check_space(staging: Path, entry: CatalogEntry) -> None:
+    """Refuses an install that cannot fit before a byte is fetched."""
+    have = sum(p.stat().st_size for p in staging.iterdir() if p.is_file())
+    needed = entry.size_bytes - have
+    free = shutil.disk_usage(staging).free
+    if needed > free:
+        raise DownloadError(
+            f"voice {entry.key!r} needs {needed} bytes more in {staging.parent.parent}, "
+            f"{free} are free"
+        )
