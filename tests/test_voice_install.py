@@ -89,9 +89,9 @@ def test_install_checks_builds_and_speaks_german(tmp_path, server, mirror):
     assert not list((tmp_path / "voices").rglob("*.part"))
     index = json.loads((tmp_path / "voices" / "voices.json").read_text())
     assert list(index) == [GERMAN]  # the box's folder is a catalogue mirror itself
-    assert index[GERMAN]["files"] == json.loads((mirror / "voices.json").read_text())[GERMAN][
-        "files"
-    ]
+    assert (
+        index[GERMAN]["files"] == json.loads((mirror / "voices.json").read_text())[GERMAN]["files"]
+    )
 
     said = run_cli("text", "--config", str(config), "--voice", GERMAN, "am 3. Oktober um 14:30 Uhr")
     assert said.returncode == 0, said.stderr
@@ -99,8 +99,14 @@ def test_install_checks_builds_and_speaks_german(tmp_path, server, mirror):
 
     out = tmp_path / "german.wav"
     spoken = run_cli(
-        "say", "--config", str(config), "--voice", GERMAN, "Gleis 3, Abfahrt 14:30 Uhr.",
-        "-o", str(out),
+        "say",
+        "--config",
+        str(config),
+        "--voice",
+        GERMAN,
+        "Gleis 3, Abfahrt 14:30 Uhr.",
+        "-o",
+        str(out),
     )
     assert spoken.returncode == 0, spoken.stderr
     with wave.open(str(out)) as wav:

