@@ -109,6 +109,26 @@ class StopCommand(BaseModel):
         return self
 
 
+class VoiceInstallCommand(BaseModel):
+    """`voices/install` and `voices/remove`: a catalogue voice by key (or alias)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")]
+    id: JobId = Field(
+        default_factory=lambda: uuid.uuid4().hex[:12],
+        description="request id, echoed in each of its `voice_install` events",
+    )
+
+
+def parse_voice_install(payload: bytes, max_bytes: int) -> VoiceInstallCommand:
+    """JSON `{"name": ..., "id": ...}`, or the name as plain text."""
+    text = _decode(payload, max_bytes).strip()
+    if text.startswith("{"):
+        return _validated(VoiceInstallCommand, _json_object(text))
+    return _validated(VoiceInstallCommand, {"name": text})
+
+
 def _decode(payload: bytes, max_bytes: int) -> str:
     if len(payload) > max_bytes:
         raise CommandError(f"payload is {len(payload)} bytes, above the maximum {max_bytes}")

@@ -30,6 +30,7 @@ from daemon.scheduler import Scheduler
 from daemon.service import Service
 from daemon.settings import Settings
 from daemon.synthesizer import Synthesizer
+from daemon.voice_installs import VoiceInstalls
 from daemon.voices.registry import VoiceRegistry
 
 if TYPE_CHECKING:
@@ -97,7 +98,7 @@ def build_service(config: Config) -> Service:
         events.listeners.append(render.on_event)
     discovery = None
     if config.homeassistant.discovery:
-        discovery = HomeAssistantDiscovery(config, outbox.publish)
+        discovery = HomeAssistantDiscovery(config, outbox.publish, lambda: voices.names)
         external.update(discovery.subscriptions())
     if config.hermes.enabled:
         hermes = HermesTts(settings, intake.submit, outbox.publish)
@@ -118,7 +119,11 @@ def build_service(config: Config) -> Service:
     def on_online() -> None:  # the broker (re)connected: the service republishes its state
         service.on_online()
 
-    link = MqttLink(config.mqtt, commands.handlers(), on_online, external)
+    installs = VoiceInstalls(
+        settings, events, lambda: service.refresh_voices(), backend.gpu_report() is not None
+    )
+    handlers = {**commands.handlers(), **installs.handlers()}
+    link = MqttLink(config.mqtt, handlers, on_online, external)
     outbox.link = link
     service = Service(
         settings=settings,

@@ -47,6 +47,7 @@ class JobIntake:
         chime = sounds.chime_for(command.chime, command.priority)
         try:
             voice = self.voices.require(command.voice)
+            self.voices.get(voice).check_speaker(command.speaker)
             script = prepare(command.text, self.settings.config.text, voice, self.voices)
             library = SoundLibrary(sounds.dir)
             for name in [chime, *(item.name for item in script if isinstance(item, Sound))]:

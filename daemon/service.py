@@ -80,10 +80,7 @@ class Service:
         self.artifacts_problem = build_missing_artifacts(config, gpu_in_play)
         sdnotify.notify("STATUS=loading voices")
         for name in self.voices.names:
-            voice = self.voices.get(name)
-            # ONNX Runtime's first run of a session is slow: pay it now, not on the first job.
-            for _ in voice.synthesize_sentence("Ready.", SpeechOptions()):
-                pass
+            self.warm(name)
         self.pregenerate()
         self.intake.recover()
         for lane in self.lanes:
@@ -111,6 +108,12 @@ class Service:
             self.render.start(config.mqtt)
         sdnotify.notify("READY=1")
         sdnotify.notify(f"STATUS=serving on {config.mqtt.host}:{config.mqtt.port}")
+
+    def warm(self, name: str) -> None:
+        """Loads a voice and runs it once: ONNX Runtime's first run of a session is slow, so
+        it is paid here, not by the first job."""
+        for _ in self.voices.get(name).synthesize_sentence("Ready.", SpeechOptions()):
+            pass
 
     def pregenerate(self) -> None:
         """Renders the configured fixed phrases into the cache (already cached ones are hits)."""
@@ -150,6 +153,7 @@ class Service:
         """What a reload changed, given to the parts that keep state of their own (the others
         read the config in force when they use it)."""
         config, changed = self.settings.config, set(report.changed)
+        self.refresh_voices(announce=False)
         if "voice" in changed:
             self.voices.default = config.voice
             self.commands.publish_voice()
@@ -163,6 +167,19 @@ class Service:
         if "cache.max_mb" in changed and self.cache is not None:
             self.cache.resize(config.cache.max_bytes)
         self.publish_info()
+
+    def refresh_voices(self, announce: bool = True) -> None:
+        """Takes voices installed or removed since (the voices directory is rescanned); Home
+        Assistant's voice select hears of a change."""
+        added, removed = self.voices.refresh(self.settings.config)
+        for name in added:  # loaded and warmed here, not on the network thread of a first job
+            self.warm(name)
+        if added or removed:
+            log.info("voices: added %s; removed %s", added or "none", removed or "none")
+            if self.discovery is not None:
+                self.discovery.announce()
+        if announce:
+            self.publish_info()
 
     # --- status ---
 

@@ -17,10 +17,14 @@ from typing import Any
 from pydantic import BaseModel
 
 from daemon.config import Config
+from daemon.voices.installed import installed_names
 
 RELOADABLE = frozenset(
     {
         "voice",
+        "catalog.url",
+        "catalog.files_url",
+        "catalog.dir",
         "text.max_chars",
         "text.max_sentence_chars",
         "text.normalize",
@@ -167,7 +171,8 @@ class Settings:
             in_force = loaded
             for key in restart_needed:
                 in_force = replaced(in_force, key, value_at(self.started, key))
-            if in_force.voice not in in_force.voices:  # a voice the running service has not
+            known = set(in_force.voices) | installed_names(in_force.catalog.dir)
+            if in_force.voice not in known:  # a voice the running service has not
                 restart_needed.append("voice")
                 in_force = replaced(in_force, "voice", self.config.voice)
             changed = changed_keys(self.config, in_force)

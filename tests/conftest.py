@@ -23,6 +23,7 @@ from daemon.settings import Settings
 from daemon.synthesizer import Synthesizer
 from daemon.voices.registry import VoiceRegistry
 from tests.mqtt_helpers import Broker
+from tests.voice_catalog import CatalogServer, make_mirror, multi_speaker_graph
 
 REPO = Path(__file__).resolve().parent.parent
 DEVICES = ("default", "speaker_a")
@@ -92,6 +93,22 @@ def broker(tmp_path_factory) -> Iterator[Broker]:
     broker = Broker.start(tmp_path_factory.mktemp("broker"))
     yield broker
     broker.stop()
+
+
+@pytest.fixture(scope="session")
+def mirror(tmp_path_factory) -> Path:
+    """A Piper catalogue folder of real voice files (tests/voice_catalog.py)."""
+    trio_model = tmp_path_factory.mktemp("trio") / "trio.onnx"
+    multi_speaker_graph(trio_model)
+    return make_mirror(tmp_path_factory.mktemp("mirror"), trio_model)
+
+
+@pytest.fixture(scope="module")
+def catalog_server(mirror) -> Iterator[CatalogServer]:
+    """The mirror over a real HTTP server of the test module's own."""
+    server = CatalogServer(mirror)
+    yield server
+    server.stop()
 
 
 @pytest.fixture(scope="session")

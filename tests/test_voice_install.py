@@ -14,30 +14,11 @@ import pytest
 from daemon.voices.catalog import CatalogFile
 from daemon.voices.download import DownloadError, fetch
 from tests.conftest import run_cli
-from tests.voice_catalog import CatalogServer, make_mirror, multi_speaker_graph
+from tests.voice_catalog import CatalogServer
 
 GERMAN = "de_DE-thorsten-medium"
 GERMAN_MODEL = f"de/de_DE/thorsten/medium/{GERMAN}.onnx"
 TRIO = "en_GB-trio-medium"
-
-
-@pytest.fixture(scope="session")
-def trio_model(tmp_path_factory) -> Path:
-    target = tmp_path_factory.mktemp("trio") / "trio.onnx"
-    multi_speaker_graph(target)
-    return target
-
-
-@pytest.fixture(scope="module")
-def mirror(tmp_path_factory, trio_model) -> Path:
-    return make_mirror(tmp_path_factory.mktemp("mirror"), trio_model)
-
-
-@pytest.fixture(scope="module")
-def server(mirror):
-    server = CatalogServer(mirror)
-    yield server
-    server.stop()
 
 
 def box_config(directory: Path, server: CatalogServer, voices_dir: Path | None = None) -> Path:
@@ -65,8 +46,8 @@ def installed(config: Path) -> list[str]:
     return [row["name"] for row in json.loads(result.stdout)]
 
 
-def test_list_reads_the_catalogue_and_filters_by_language(tmp_path, server):
-    config = box_config(tmp_path, server)
+def test_list_reads_the_catalogue_and_filters_by_language(tmp_path, catalog_server):
+    config = box_config(tmp_path, catalog_server)
     every = json.loads(voices(config, "list", "--json").stdout)
     assert {row["name"] for row in every} == {GERMAN, "fr_FR-siwis-medium", TRIO}
     assert not any(row["installed"] for row in every)
@@ -76,9 +57,9 @@ def test_list_reads_the_catalogue_and_filters_by_language(tmp_path, server):
     assert installed(config) == []
 
 
-def test_install_checks_builds_and_speaks_german(tmp_path, server, mirror):
-    config = box_config(tmp_path, server)
-    server.faults.requests.clear()
+def test_install_checks_builds_and_speaks_german(tmp_path, catalog_server, mirror):
+    config = box_config(tmp_path, catalog_server)
+    catalog_server.faults.requests.clear()
     result = voices(config, "install", GERMAN)
     assert result.returncode == 0, result.stderr
     assert f"installed {GERMAN}" in result.stdout.decode()
@@ -117,19 +98,19 @@ def test_install_checks_builds_and_speaks_german(tmp_path, server, mirror):
     assert shown["loudness"]["lufs"]["single"] < -10
 
 
-def test_unknown_name_is_refused_before_any_download(tmp_path, server):
-    config = box_config(tmp_path, server)
-    server.faults.requests.clear()
+def test_unknown_name_is_refused_before_any_download(tmp_path, catalog_server):
+    config = box_config(tmp_path, catalog_server)
+    catalog_server.faults.requests.clear()
     result = voices(config, "install", "de_DE-thorsten-mediun")
     assert result.returncode == 2
     assert b"not in the catalogue; did you mean de_DE-thorsten-medium" in result.stderr
-    assert [path for path, _ in server.faults.requests] == ["voices.json"]
+    assert [path for path, _ in catalog_server.faults.requests] == ["voices.json"]
     assert installed(config) == []
 
 
-def test_a_damaged_download_never_becomes_a_voice(tmp_path, server):
-    config = box_config(tmp_path, server)
-    server.faults.damage.add(GERMAN_MODEL)
+def test_a_damaged_download_never_becomes_a_voice(tmp_path, catalog_server):
+    config = box_config(tmp_path, catalog_server)
+    catalog_server.faults.damage.add(GERMAN_MODEL)
     result = voices(config, "install", GERMAN, "--no-build")
     assert result.returncode == 2
     assert b"md5" in result.stderr and b"differs from the catalogue's" in result.stderr
@@ -140,23 +121,25 @@ def test_a_damaged_download_never_becomes_a_voice(tmp_path, server):
     assert installed(config) == [GERMAN]
 
 
-def test_a_cut_download_resumes_where_it_stopped(tmp_path, server, mirror):
-    config = box_config(tmp_path, server)
+def test_a_cut_download_resumes_where_it_stopped(tmp_path, catalog_server, mirror):
+    config = box_config(tmp_path, catalog_server)
     size = (mirror / GERMAN_MODEL).stat().st_size
-    server.faults.cut_after[GERMAN_MODEL] = [1_000_000, 1_000_000, 1_000_000]
-    server.faults.requests.clear()
+    catalog_server.faults.cut_after[GERMAN_MODEL] = [1_000_000, 1_000_000, 1_000_000]
+    catalog_server.faults.requests.clear()
     result = voices(config, "install", GERMAN, "--no-build")
     assert result.returncode == 2
     assert f"cut off after 3000000 of {size} bytes".encode() in result.stderr
     assert b"run the install again to resume" in result.stderr
     assert installed(config) == []
-    ranges = [r for path, r in server.faults.requests if path == GERMAN_MODEL]
+    ranges = [r for path, r in catalog_server.faults.requests if path == GERMAN_MODEL]
     assert ranges == [None, "bytes=1000000-", "bytes=2000000-"]
 
-    server.faults.cut_after[GERMAN_MODEL] = [5_000_000]  # cut once more: resumed in the same run
-    server.faults.requests.clear()
+    catalog_server.faults.cut_after[GERMAN_MODEL] = [
+        5_000_000
+    ]  # cut once more: resumed in the same run
+    catalog_server.faults.requests.clear()
     assert voices(config, "install", GERMAN, "--no-build").returncode == 0
-    ranges = [r for path, r in server.faults.requests if path == GERMAN_MODEL]
+    ranges = [r for path, r in catalog_server.faults.requests if path == GERMAN_MODEL]
     assert ranges == ["bytes=3000000-", "bytes=8000000-"]
     folder = tmp_path / "voices" / "de/de_DE/thorsten/medium"
     assert (folder / f"{GERMAN}.onnx").read_bytes() == (mirror / GERMAN_MODEL).read_bytes()
@@ -174,14 +157,14 @@ def small_disk(tmp_path):
     subprocess.run(["umount", str(mount)], check=True)
 
 
-def test_a_full_disk_is_refused_before_the_download(tmp_path, server, small_disk):
-    config = box_config(tmp_path, server, voices_dir=small_disk / "voices")
-    server.faults.requests.clear()
+def test_a_full_disk_is_refused_before_the_download(tmp_path, catalog_server, small_disk):
+    config = box_config(tmp_path, catalog_server, voices_dir=small_disk / "voices")
+    catalog_server.faults.requests.clear()
     result = voices(config, "install", GERMAN, "--no-build")
     assert result.returncode == 2
     assert f"voice '{GERMAN}' needs".encode() in result.stderr
     assert b"are free" in result.stderr
-    assert [path for path, _ in server.faults.requests] == ["voices.json"]
+    assert [path for path, _ in catalog_server.faults.requests] == ["voices.json"]
 
 
 def test_a_disk_that_fills_up_while_writing_names_the_folder(tmp_path, small_disk):

