@@ -82,7 +82,7 @@ _CLOCK = {
 # A word for "o'clock" that may follow the time in the text and is said already.
 _CLOCK_WORD = {"de": "Uhr", "fr": "heures?", "nl": "uur", "es": "horas", "pt": "horas"}
 # German day-and-month ("am 3. Oktober"): after these words the ordinal takes the dative.
-_GERMAN_DATIVE = re.compile(r"(?:\b(?:am|vom|zum|dem|im|bis zum|ab dem|seit dem)\s+)$", re.I)
+_GERMAN_DATIVE = re.compile(r"(?:\b(?:am|vom|zum|dem|im|bis|ab|seit)\s+)$", re.I)
 _NUMERIC_DATE = re.compile(r"\b(\d{1,2})([./-])(\d{1,2})\2(\d{4}|\d{2})\b")
 
 
@@ -133,6 +133,12 @@ def _month_names(language: str) -> dict[str, int]:
     return names
 
 
+def _wide_month(number: int, language: str) -> str:
+    from babel.dates import get_month_names
+
+    return get_month_names("wide", locale=language)[number]
+
+
 def _german_ordinal(day: int, before: str) -> str:
     """ "dritten" after am/vom/zum, else "dritter"."""
     stem = numbers.ordinal(day, "de")  # "dritte"
@@ -145,23 +151,23 @@ def _german_day_month(text: str) -> str:
     pattern = re.compile(rf"\b([12]?\d|3[01])\.\s*({alternatives})(?=\W|$)", re.I)
 
     def spoken(match: re.Match[str]) -> str:
-        month = match.group(2)
-        return f"{_german_ordinal(int(match.group(1)), text[: match.start()])} {month}"
+        month = _wide_month(months[match.group(2).lower()], "de")
+        # "bis 15. Okt." at the end of the text: the abbreviation's dot ends the sentence too.
+        end = "." if match.group(2).endswith(".") and not text[match.end() :].strip() else ""
+        return f"{_german_ordinal(int(match.group(1)), text[: match.start()])} {month}{end}"
 
     return pattern.sub(spoken, text)
 
 
 def _numeric_date(match: re.Match[str], text: str, language: str) -> str:
     """Day-month-year as written in these languages (3.10.2026, 03/10/26)."""
-    from babel.dates import get_month_names
-
     day, month, year = int(match.group(1)), int(match.group(3)), int(match.group(4))
     if match.group(2) == "/" and language.startswith("en"):
         return match.group(0)
     year += 2000 if len(match.group(4)) == 2 else 0
     try:
         datetime.date(year, month, day)
-        month_name = get_month_names("wide", locale=language)[month]
+        month_name = _wide_month(month, language)
     except (ValueError, LookupError):
         return match.group(0)
     base = language.split("_")[0]
