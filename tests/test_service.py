@@ -83,10 +83,11 @@ def test_bad_payloads_are_rejected_by_name_and_service_goes_on(daemon):
         assert event["reason"] == "invalid" and message in event["message"], event
 
 
-def test_unknown_speaker_fails_with_a_reason(daemon):
+def test_unknown_speaker_is_refused_when_sent_with_a_reason(daemon):
     job = say(daemon, text="Hello.", speaker="alice")
-    failed = daemon.recorder.event(job, "failed")
-    assert failed["reason"] == "bad_voice" and "single speaker" in failed["message"]
+    rejected = daemon.recorder.event(job, "rejected")
+    assert rejected["reason"] == "invalid" and "single speaker" in rejected["message"]
+    assert "queued" not in daemon.recorder.events(job)
 
 
 def test_duplicate_id_never_plays_twice(daemon):
