@@ -7,9 +7,12 @@ outside the base topic, by filter (wildcards allowed), with handlers that get th
 
 from __future__ import annotations
 
+import hashlib
 import logging
-import socket
+import re
 import sys
+import time
+from collections import deque
 from collections.abc import Callable
 
 from daemon.config import MqttConfig
@@ -17,13 +20,28 @@ from daemon.errors import FastvoiceError
 
 log = logging.getLogger(__name__)
 
+MAX_CLIENT_ID = 64
+# A broker that closes a session soon after accepting it, again and again, has another client
+# with the same id taking it over (each reconnect takes it back): said once, kept in `problem`.
+SHORT_SESSION_S = 20.0
+TAKEOVERS = 3
+TAKEOVER_WINDOW_S = 120.0
+
 Handler = Callable[[bytes], None]
 TopicHandler = Callable[[str, bytes], None]
 
 
 def default_client_id(config: MqttConfig) -> str:
-    """`mqtt.client_id`, else one per host."""
-    return config.client_id or f"fastvoice-{socket.gethostname()}"
+    """`mqtt.client_id`, else one per service: its base topic made safe ("fastvoice/kitchen" →
+    "fastvoice-kitchen"; the default base gives "fastvoice-<hostname>"). Two services on one host
+    (two sound cards, a test fleet) have two base topics, so they never share a broker session."""
+    if config.client_id:
+        return config.client_id
+    safe = re.sub(r"[^A-Za-z0-9_-]+", "-", config.base_topic).strip("-") or "fastvoice"
+    if len(safe) > MAX_CLIENT_ID:
+        digest = hashlib.sha256(config.base_topic.encode()).hexdigest()[:8]
+        safe = f"{safe[: MAX_CLIENT_ID - 9]}-{digest}"
+    return safe
 
 
 def make_client(config: MqttConfig, client_id: str, persistent: bool, mqtt5: bool = False):
@@ -79,7 +97,11 @@ class MqttLink:
         self.external = external or {}
         self.on_online = on_online
         self.connected = False
-        self.client = make_client(config, default_client_id(config), persistent=True)
+        self.client_id = default_client_id(config)
+        self.problem: str | None = None
+        self._connected_at = 0.0
+        self._short_sessions: deque[float] = deque(maxlen=TAKEOVERS)
+        self.client = make_client(config, self.client_id, persistent=True)
         self.client.will_set(self.topic("status"), "offline", qos=1, retain=True)
         self.client.reconnect_delay_set(min_delay=1, max_delay=30)
         self.client.on_connect = self._on_connect
@@ -121,6 +143,7 @@ class MqttLink:
             )
             return
         self.connected = True
+        self._connected_at = time.monotonic()
         self._last_failure = self._socket_error = None
         log.info("connected to %s:%d as %s", self.config.host, self.config.port, self.base)
         topics = [self.topic(suffix) for suffix in self.handlers] + list(self.external)
@@ -150,6 +173,7 @@ class MqttLink:
         was_connected, self.connected = self.connected, False
         if was_connected:
             log.warning("disconnected from the broker (%s); reconnecting", reason_code)
+            self._note_session_end()
             return
         # Ended before the broker accepted us: a broker that wants a client certificate drops
         # us so, and a frozen one never answers.
@@ -157,6 +181,23 @@ class MqttLink:
             f"the connection to the broker at {self.config.host}:{self.config.port} ended "
             f"before it was accepted: {self._socket_error or reason_code}"
         )
+
+    def _note_session_end(self) -> None:
+        now = time.monotonic()
+        if now - self._connected_at > SHORT_SESSION_S:
+            self._short_sessions.clear()
+            self.problem = None
+            return
+        self._short_sessions.append(now)
+        recent = len(self._short_sessions) == TAKEOVERS
+        if recent and now - self._short_sessions[0] < TAKEOVER_WINDOW_S and self.problem is None:
+            self.problem = (
+                f"the broker keeps closing the session of client id {self.client_id!r} soon after "
+                "accepting it: another client (a second fastvoice?) uses the same id and takes "
+                "the session over; give each service its own mqtt.client_id (or leave it unset: "
+                "the default follows mqtt.base_topic)"
+            )
+            log.error("%s", self.problem)
 
     def _on_message(self, _client, _userdata, message) -> None:
         suffix = message.topic.removeprefix(self.base + "/")

@@ -207,6 +207,7 @@ class Service:
             self.cache.problem if self.cache is not None else None,
             self.journal.problem if self.journal is not None else None,
             self.artifacts_problem,
+            self.link.problem,
         )
 
     def metrics_state(self) -> dict[str, Any]:
@@ -250,6 +251,7 @@ class Service:
             "cache": self.cache.describe() if self.cache is not None else None,
             "journal": self.journal.describe() if self.journal is not None else None,
             "artifacts_problem": self.artifacts_problem,
+            "mqtt_problem": self.link.problem,
             "local_socket": None if self.local is None else str(self.local.path),
             "http": None if self.http is None else "{}:{}".format(*self.http.address),
             "http_problem": None if self.http is None else self.http.error,
