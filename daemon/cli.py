@@ -272,6 +272,27 @@ def cmd_voices(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from daemon.config import config_path_in_use, load_config
+    from daemon.doctor import FAIL, run_checks
+    from daemon.errors import ConfigError
+
+    path = config_path_in_use(args.config)
+    try:
+        config, problem = load_config(args.config), f"{path or 'built-in defaults'}: valid"
+    except ConfigError as error:
+        config, problem = None, str(error)
+    findings = run_checks(config, problem)
+    if args.json:
+        print(json.dumps([finding.as_dict() for finding in findings], indent=2))
+    else:
+        for finding in findings:
+            print(f"{finding.status:<4}  {finding.check}: {finding.detail}")
+            if finding.fix:
+                print(f"      fix: {finding.fix}")
+    return 1 if any(finding.status == FAIL for finding in findings) else 0
+
+
 def cmd_devices(args: argparse.Namespace) -> int:
     from daemon.audio.player import output_devices
 
@@ -572,6 +593,14 @@ def build_parser() -> argparse.ArgumentParser:
     voices.add_argument("--json", action="store_true", help="machine-readable output")
     voices.set_defaults(handler=cmd_voices)
     add_voice_commands(voices, common)
+
+    doctor = commands.add_parser(
+        "doctor",
+        parents=[common],
+        help="check this box (audio, broker, voices, disk, GPU, clock, config) and say the fixes",
+    )
+    doctor.add_argument("--json", action="store_true", help="machine-readable output")
+    doctor.set_defaults(handler=cmd_doctor)
 
     devices = commands.add_parser("devices", parents=[common], help="list audio output devices")
     devices.set_defaults(handler=cmd_devices)

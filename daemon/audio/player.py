@@ -82,6 +82,17 @@ def resolve_output(device: str | int | None, sample_rate: int) -> OutputTarget:
     return OutputTarget(device=info["index"], name=info["name"], sample_rate=rate)
 
 
+def play_silence(device: str | int | None, sample_rate: int) -> OutputTarget:
+    """Opens the device and plays a tenth of a second of silence (`fastvoice doctor`)."""
+    import numpy as np
+
+    target = resolve_output(device, sample_rate)
+    sd = _sounddevice()
+    silence = np.zeros(target.sample_rate // 10, dtype=np.float32)
+    sd.play(silence, samplerate=target.sample_rate, device=target.device, blocking=True)
+    return target
+
+
 class _BoundedBuffer:
     """Float32 samples between the producer and the audio callback, at most `capacity` held.
 
