@@ -165,7 +165,7 @@ def _http_server(
     service: Callable[[], Service],
 ) -> HttpServer:
     """The HTTP interface and its metrics (imported only when `http.listen` is set)."""
-    from daemon.adapters.http_api import HttpPorts
+    from daemon.adapters.http_common import HttpPorts
     from daemon.adapters.http_server import HttpServer
     from daemon.metrics import Metrics
 

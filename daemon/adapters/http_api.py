@@ -11,9 +11,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import json
-import threading
-from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from starlette.applications import Starlette
@@ -23,7 +21,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from daemon.adapters import openai_speech
+from daemon.adapters import http_audio, openai_speech
+from daemon.adapters.http_common import HttpError, HttpPorts, read_body
 from daemon.audio.sounds import NO_SOUND
 from daemon.commands import (
     CommandError,
@@ -33,89 +32,10 @@ from daemon.commands import (
     parse_stop,
     parse_volume,
 )
-from daemon.events import ENDS
-from daemon.intake import JobIntake
-from daemon.jobs import Job, JobQueue
-from daemon.lanes import Lane
-from daemon.metrics import Metrics
-from daemon.mqtt_commands import MqttCommands
-from daemon.settings import Settings
-from daemon.synthesizer import Synthesizer
+from daemon.jobs import Job
 
-BODY_TIMEOUT_S = 10.0  # a body that trickles in slower than this is cut off
 WAIT_LIMIT_S = 600.0
 READ_METHODS = ("GET", "HEAD", "OPTIONS")
-
-
-class HttpError(Exception):
-    def __init__(self, status: int, message: str, **extra: Any) -> None:
-        super().__init__(message)
-        self.status = status
-        self.extra = extra
-
-
-@dataclass
-class HttpPorts:
-    """What the routes act on: the same parts MQTT uses."""
-
-    settings: Settings
-    intake: JobIntake
-    commands: MqttCommands
-    queue: JobQueue
-    lanes: Sequence[Lane]
-    synthesizer: Synthesizer
-    status: Callable[[], dict[str, Any]]
-    metrics: Metrics
-    token: str | None
-    admission: threading.BoundedSemaphore
-    watchers: EventWatchers = field(default_factory=lambda: EventWatchers())
-
-
-class EventWatchers:
-    """Job events handed from the service's threads to the HTTP loop: for `?wait=true` and the
-    Server-Sent Events stream."""
-
-    def __init__(self) -> None:
-        self.loop: asyncio.AbstractEventLoop | None = None
-        self.streams: set[asyncio.Queue[dict[str, Any]]] = set()
-        self.waiting: dict[str, asyncio.Future[dict[str, Any]]] = {}
-
-    def on_event(self, message: dict[str, Any]) -> None:
-        """An EventSink listener (called on the service's threads)."""
-        if self.loop is not None:
-            self.loop.call_soon_threadsafe(self._deliver, message)
-
-    def _deliver(self, message: dict[str, Any]) -> None:
-        for stream in list(self.streams):
-            if stream.qsize() < 1000:  # a client that does not read loses events, not memory
-                stream.put_nowait(message)
-        waiter = self.waiting.get(message.get("id") or "")
-        ended = message["event"] in ENDS and not message.get("will_resume")
-        if waiter is not None and ended and not waiter.done():
-            waiter.set_result(message)
-
-
-async def read_body(request: Request, limit: int) -> bytes:
-    """The body, refused (413) past `limit` bytes and (408) when it trickles in too slowly."""
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise HttpError(413, f"the body is {declared} bytes, above the maximum {limit}")
-    chunks: list[bytes] = []
-    size = 0
-
-    async def collect() -> None:
-        nonlocal size
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > limit:
-                raise HttpError(413, f"the body is above the maximum {limit} bytes")
-            chunks.append(chunk)
-
-    try:
-        await asyncio.wait_for(collect(), BODY_TIMEOUT_S)
-    except asyncio.TimeoutError:
-        raise HttpError(408, f"the body did not arrive within {BODY_TIMEOUT_S:g} s") from None
-    return b"".join(chunks)
 
 
 def _job_view(job: Job, state: str) -> dict[str, Any]:
@@ -236,7 +156,7 @@ class Routes:
         if text is None:
             raise HttpError(422, "text: a query parameter `text` is required")
         voice = request.query_params.get("voice")
-        return await openai_speech.rendered(self.ports, text, voice, "wav", 1.0)
+        return await http_audio.rendered(self.ports, text, voice, "wav", 1.0)
 
     async def metrics(self, request: Request) -> Response:
         from prometheus_client import CONTENT_TYPE_LATEST

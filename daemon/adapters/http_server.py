@@ -14,7 +14,7 @@ import threading
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from daemon.adapters.http_api import HttpPorts
+    from daemon.adapters.http_common import HttpPorts
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,94 @@
+"""What the HTTP routes share: their errors, the parts they act on (the same MQTT uses), the
+job events handed to the HTTP loop, and how a request body is read (bounded in size and time)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from starlette.requests import Request
+
+from daemon.events import ENDS
+from daemon.intake import JobIntake
+from daemon.jobs import JobQueue
+from daemon.lanes import Lane
+from daemon.metrics import Metrics
+from daemon.mqtt_commands import MqttCommands
+from daemon.settings import Settings
+from daemon.synthesizer import Synthesizer
+
+BODY_TIMEOUT_S = 10.0  # a body that trickles in slower than this is cut off
+
+
+class HttpError(Exception):
+    def __init__(self, status: int, message: str, **extra: Any) -> None:
+        super().__init__(message)
+        self.status = status
+        self.extra = extra
+
+
+@dataclass
+class HttpPorts:
+    """What the routes act on: the same parts MQTT uses."""
+
+    settings: Settings
+    intake: JobIntake
+    commands: MqttCommands
+    queue: JobQueue
+    lanes: Sequence[Lane]
+    synthesizer: Synthesizer
+    status: Callable[[], dict[str, Any]]
+    metrics: Metrics
+    token: str | None
+    admission: threading.BoundedSemaphore
+    watchers: EventWatchers = field(default_factory=lambda: EventWatchers())
+
+
+class EventWatchers:
+    """Job events handed from the service's threads to the HTTP loop: for `?wait=true` and the
+    Server-Sent Events stream."""
+
+    def __init__(self) -> None:
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.streams: set[asyncio.Queue[dict[str, Any]]] = set()
+        self.waiting: dict[str, asyncio.Future[dict[str, Any]]] = {}
+
+    def on_event(self, message: dict[str, Any]) -> None:
+        """An EventSink listener (called on the service's threads)."""
+        if self.loop is not None:
+            self.loop.call_soon_threadsafe(self._deliver, message)
+
+    def _deliver(self, message: dict[str, Any]) -> None:
+        for stream in list(self.streams):
+            if stream.qsize() < 1000:  # a client that does not read loses events, not memory
+                stream.put_nowait(message)
+        waiter = self.waiting.get(message.get("id") or "")
+        ended = message["event"] in ENDS and not message.get("will_resume")
+        if waiter is not None and ended and not waiter.done():
+            waiter.set_result(message)
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The body, refused (413) past `limit` bytes and (408) when it trickles in too slowly."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise HttpError(413, f"the body is {declared} bytes, above the maximum {limit}")
+    chunks: list[bytes] = []
+    size = 0
+
+    async def collect() -> None:
+        nonlocal size
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise HttpError(413, f"the body is above the maximum {limit} bytes")
+            chunks.append(chunk)
+
+    try:
+        await asyncio.wait_for(collect(), BODY_TIMEOUT_S)
+    except asyncio.TimeoutError:
+        raise HttpError(408, f"the body did not arrive within {BODY_TIMEOUT_S:g} s") from None
+    return b"".join(chunks)
