@@ -237,7 +237,7 @@ async def handle(server: WyomingServer, events: list) -> list:
     ours, theirs = socket.socketpair()
     reader, writer = await asyncio.open_connection(sock=ours)
     peer_reader, peer_writer = await asyncio.open_connection(sock=theirs)
-    client = WyomingConnection(reader, writer, server)
+    client = WyomingConnection(reader, writer, server.speech)
     answers: list = []
 
     async def collect() -> None:

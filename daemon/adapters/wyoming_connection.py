@@ -31,7 +31,7 @@ from daemon.errors import FastvoiceError, reason_code
 from daemon.text.cleaning import complete_sentences_end
 
 if TYPE_CHECKING:
-    from daemon.adapters.wyoming_server import WyomingServer
+    from daemon.adapters.wyoming_speech import WyomingSpeech
 
 log = logging.getLogger(__name__)
 
@@ -100,10 +100,10 @@ def _ssml(request: Synthesize | SynthesizeStart) -> bool:
 
 class WyomingConnection(AsyncEventHandler):
     def __init__(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, server: WyomingServer
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, speech: WyomingSpeech
     ) -> None:
         super().__init__(reader, writer)
-        self.server = server
+        self.speech = speech
         self.stream: _Stream | None = None
 
     async def run(self) -> None:
@@ -111,7 +111,7 @@ class WyomingConnection(AsyncEventHandler):
         feeds the reader its end)."""
         try:
             while True:
-                max_bytes = self.server.settings.config.queue.max_payload_bytes
+                max_bytes = self.speech.settings.config.queue.max_payload_bytes
                 try:
                     event = await read_event(self.reader, max_bytes)
                 except EventRefused as error:
@@ -136,12 +136,12 @@ class WyomingConnection(AsyncEventHandler):
 
     async def _handle(self, event) -> None:
         if Describe.is_type(event.type):
-            await self.write_event(self.server.info().event())
+            await self.write_event(self.speech.info().event())
         elif SynthesizeStart.is_type(event.type):
             start = SynthesizeStart.from_event(event)
             voice = start.voice
             self.stream = _Stream(voice and voice.name, voice and voice.speaker, _ssml(start))
-            self.stream.rate = self.server.rate_of(self.stream.voice)
+            self.stream.rate = self.speech.rate_of(self.stream.voice)
         elif SynthesizeChunk.is_type(event.type) and self.stream is not None:
             self.stream.pending += SynthesizeChunk.from_event(event).text
             await self._speak_ready(final=False)
@@ -161,8 +161,8 @@ class WyomingConnection(AsyncEventHandler):
             request = Synthesize.from_event(event)
             voice = request.voice
             name, speaker = (voice.name, voice.speaker) if voice else (None, None)
-            rate = self.server.rate_of(name)
-            blocks = self.server.blocks(request.text, name, speaker, ssml=_ssml(request))
+            rate = self.speech.rate_of(name)
+            blocks = self.speech.blocks(request.text, name, speaker, ssml=_ssml(request))
             first = await self._next(blocks)  # bad text or voice fails before audio-start
             start = AudioStart(rate=rate, width=WIDTH, channels=CHANNELS)
             await self.write_event(start.event())
@@ -180,20 +180,20 @@ class WyomingConnection(AsyncEventHandler):
         if stream.ssml and not final:
             return
         end = len(stream.pending) if final else complete_sentences_end(stream.pending)
-        longest = self.server.settings.config.text.max_sentence_chars
+        longest = self.speech.settings.config.text.max_sentence_chars
         if not final and end == 0 and len(stream.pending) > longest:
             end = stream.pending.rfind(" ", 0, longest) + 1
         text, stream.pending = stream.pending[:end], stream.pending[end:]
         if not text.strip():
             return
-        blocks = self.server.blocks(text, stream.voice, stream.speaker, ssml=stream.ssml)
+        blocks = self.speech.blocks(text, stream.voice, stream.speaker, ssml=stream.ssml)
         first = await self._next(blocks)
         if not stream.started:
             start = AudioStart(rate=stream.rate, width=WIDTH, channels=CHANNELS)
             await self.write_event(start.event())
             stream.started = True
         else:
-            pause_s = self.server.settings.config.audio.sentence_pause_s
+            pause_s = self.speech.settings.config.audio.sentence_pause_s
             pause = np.zeros(int(stream.rate * pause_s), np.float32)
             await self._send(pause, stream.rate)
         await self._send(first, stream.rate)
