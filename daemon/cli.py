@@ -318,7 +318,7 @@ def cmd_config_check(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from daemon.service import serve
+    from daemon.serve import serve
 
     return serve(args.config, wyoming=args.wyoming, unregister=args.unregister, http=args.http)
 

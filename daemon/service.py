@@ -9,7 +9,6 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from daemon import __version__, sdnotify
@@ -22,7 +21,6 @@ from daemon.artifact_build import build_missing_artifacts
 from daemon.audio.player import Player
 from daemon.cache import PhraseCache
 from daemon.clock import clock_state
-from daemon.config import Config, HttpConfig, WyomingConfig, load_config
 from daemon.errors import FastvoiceError
 from daemon.event_sink import EventSink
 from daemon.intake import JobIntake
@@ -264,41 +262,3 @@ class Service:
             "render_queue": None if self.render is None else self.render.as_dict(),
             "schedules": [] if self.scheduler is None else self.scheduler.upcoming(),
         }
-
-
-def serve(
-    config_path: Path | None,
-    wyoming: str | None = None,
-    unregister: bool = False,
-    http: str | None = None,
-) -> int:
-    """Runs the service; `wyoming` overrides `wyoming.uri`, `http` `http.listen`; `unregister`
-    removes the Home Assistant entities instead, and exits."""
-    from daemon.composition import build_service
-    from daemon.config import config_path_in_use
-    from daemon.supervisor import Supervisor
-
-    path = config_path_in_use(config_path)
-
-    def load() -> Config:
-        """The file, with `--wyoming` and `--http` over it (a reload reads the file again: the
-        options stay)."""
-        config = load_config(path)
-        if wyoming is not None:
-            config = config.model_copy(update={"wyoming": WyomingConfig.checked(wyoming)})
-        if http is not None:
-            listen = HttpConfig.checked(http).listen
-            config = config.model_copy(
-                update={"http": config.http.model_copy(update={"listen": listen})}
-            )
-        return config
-
-    config = load()
-    if unregister:
-        from daemon.adapters.homeassistant import node_id
-        from daemon.adapters.homeassistant import unregister as unregister_discovery
-
-        count = unregister_discovery(config)
-        print(f"removed {count} Home Assistant entities of node {node_id(config)!r}")
-        return 0
-    return Supervisor(build_service(config), load).run()
