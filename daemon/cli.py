@@ -293,6 +293,20 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     return 1 if any(finding.status == FAIL for finding in findings) else 0
 
 
+def cmd_system_install(args: argparse.Namespace) -> int:
+    from daemon.system_install import install
+
+    install(args.root, args.box, build=not args.no_build, start=not args.no_start)
+    return 0
+
+
+def cmd_system_uninstall(args: argparse.Namespace) -> int:
+    from daemon.system_install import uninstall
+
+    uninstall(args.root, args.purge)
+    return 0
+
+
 def cmd_devices(args: argparse.Namespace) -> int:
     from daemon.audio.player import output_devices
 
@@ -601,6 +615,31 @@ def build_parser() -> argparse.ArgumentParser:
     )
     doctor.add_argument("--json", action="store_true", help="machine-readable output")
     doctor.set_defaults(handler=cmd_doctor)
+
+    system = commands.add_parser("system", parents=[common], help="install as a systemd service")
+    system_commands = system.add_subparsers(dest="system_command", required=True, metavar="ACTION")
+    system_install = system_commands.add_parser(
+        "install",
+        parents=[common],
+        help="user, directories, config, unit, artifacts, enable --now (run as root; idempotent)",
+    )
+    system_install.add_argument(
+        "--root", type=Path, default=Path("/"), help="install into this directory tree instead"
+    )
+    system_install.add_argument(
+        "--box", choices=("cpu", "jetson", "rtx"), help="the config template (default: detected)"
+    )
+    system_install.add_argument("--no-build", action="store_true", help="skip the artifacts")
+    system_install.add_argument("--no-start", action="store_true", help="enable, do not start")
+    system_install.set_defaults(handler=cmd_system_install)
+    system_uninstall = system_commands.add_parser(
+        "uninstall", parents=[common], help="remove the unit and the user (config and voices kept)"
+    )
+    system_uninstall.add_argument("--root", type=Path, default=Path("/"))
+    system_uninstall.add_argument(
+        "--purge", action="store_true", help="also remove the config and the voices"
+    )
+    system_uninstall.set_defaults(handler=cmd_system_uninstall)
 
     devices = commands.add_parser("devices", parents=[common], help="list audio output devices")
     devices.set_defaults(handler=cmd_devices)
