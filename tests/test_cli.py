@@ -41,9 +41,10 @@ def test_say_reads_standard_input(tmp_path):
 def test_say_plays_on_the_default_device(capture):
     result = run_cli("say", "Playing on the speaker.", env=capture.env())
     assert result.returncode == 0, result.stderr
-    # The capture device may append a stream's closing silence: the speech is what counts.
-    played = np.trim_zeros(capture.played("default"), "b")
-    assert 0.5 < played.size / 22050 < 4.0
+    # The capture device is not paced: while the rest of a streamed sentence is decoded it
+    # takes silence as fast as it is given, so the speech is what counts, not the silences.
+    speech = np.count_nonzero(capture.played("default"))
+    assert 0.5 < speech / 22050 < 4.0
 
 
 def test_say_on_a_named_device(capture):
