@@ -139,7 +139,6 @@ def _say_here(args: argparse.Namespace, text: str) -> int:
     """Loads the voice in this process and speaks (or writes) the text."""
     import itertools
 
-    from daemon.audio.pcm import join_sentences
     from daemon.cache import phrase_cache
     from daemon.config import load_config
     from daemon.settings import Settings
@@ -166,17 +165,10 @@ def _say_here(args: argparse.Namespace, text: str) -> int:
     )
     cache = None if args.no_cache else phrase_cache(config.cache)
     chime = config.sounds.chime_for(args.chime, args.priority)
-    chunks = Synthesizer(registry, Settings(config), cache).synthesize(
-        text, voice.info.name, options, chime=chime
-    )
+    synthesizer = Synthesizer(registry, Settings(config), cache)
+    chunks = synthesizer.synthesize(text, voice.info.name, options, chime=chime)
     first = next(chunks)
-    pause = config.audio.sentence_pause_s if args.sentence_pause is None else args.sentence_pause
-    blocks = join_sentences(
-        itertools.chain([first], chunks),
-        rate,
-        pause,
-        config.audio.fade_ms,
-    )
+    blocks = synthesizer.joined(itertools.chain([first], chunks), rate, args.sentence_pause)
     if args.raw:
         return _write_raw(blocks)
     if player is None:

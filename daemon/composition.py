@@ -3,7 +3,6 @@ direction data flows (interfaces → intake → queue → lanes → player/outbo
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -42,7 +41,7 @@ def build_service(config: Config) -> Service:
     backend, backend_reason = create_backend(config, concurrent=True)
     voices = VoiceRegistry(config, backend)
     cache = phrase_cache(config.cache)
-    synthesizer = Synthesizer(voices, settings, cache)
+    synthesizer = Synthesizer(voices, settings, cache, max_requests=backend.workers)
     player = Player.from_config(config.audio)
     queue = JobQueue(config.queue.max_jobs)
     journal = None
@@ -106,15 +105,13 @@ def build_service(config: Config) -> Service:
         events.listeners.append(hermes.on_event)
     wyoming = None
     if config.wyoming.uri is not None:
-        wyoming = WyomingServer(
-            config.wyoming.uri, synthesizer, settings, max_requests=backend.workers
-        )
+        wyoming = WyomingServer(config.wyoming.uri, synthesizer, settings)
 
     http = None
     address = config.http.address()
     if address is not None:
         http = _http_server(address, config, settings, intake, commands, queue, lanes,
-                            synthesizer, events, backend.workers, lambda: service)  # fmt: skip
+                            synthesizer, events, lambda: service)  # fmt: skip
 
     def on_online() -> None:  # the broker (re)connected: the service republishes its state
         service.on_online()
@@ -161,7 +158,6 @@ def _http_server(
     lanes: list[Lane],
     synthesizer: Synthesizer,
     events: EventSink,
-    workers: int,
     service: Callable[[], Service],
 ) -> HttpServer:
     """The HTTP interface and its metrics (imported only when `http.listen` is set)."""
@@ -180,7 +176,6 @@ def _http_server(
         status=lambda: service().info(),
         metrics=Metrics(lambda: service().metrics_state()),
         token=None if token is None else token.get_secret_value(),
-        admission=threading.BoundedSemaphore(workers),
     )
     events.listeners.append(ports.watchers.on_event)
     events.observers.append(ports.metrics.observe)

@@ -15,7 +15,6 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 
-from daemon.audio.pcm import join_sentences
 from daemon.audio.pcm_stream import encode_chunk
 from daemon.audio.piece import AudioPiece
 from daemon.audio.player import Player
@@ -166,10 +165,7 @@ class Lane(threading.Thread):
         command = job.command
         voice = self.synthesizer.voices.get(command.voice)
         rate = voice.info.sample_rate
-        audio = self.settings.config.audio
-        blocks = join_sentences(
-            self._sentences(job, rate), rate, audio.sentence_pause_s, audio.fade_ms
-        )
+        blocks = self.synthesizer.joined(self._sentences(job, rate), rate)
         published: list[np.ndarray] = []
         if command.output in ("publish", "both"):
             blocks = self._tee(blocks, published, command.reply_topic, command.format, rate)

@@ -1,14 +1,19 @@
 """Text → script → voices → audio pieces, one utterance at a time so playback starts early; a
-chime first when the job asks for one (speech and chime are one job, cached together)."""
+chime first when the job asks for one (speech and chime are one job, cached together). Also the
+one place where pieces are joined into what is played (sentence pauses, fades), and the one
+limit on requests rendered beside the queue (Wyoming, HTTP): as many at once as there are
+workers, whichever interface they come from."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, replace
 
 import numpy as np
 
 from daemon import faults
+from daemon.audio.pcm import join_sentences
 from daemon.audio.piece import AudioPiece
 from daemon.audio.sounds import NO_SOUND, SoundLibrary
 from daemon.cache import PhraseCache, cache_key
@@ -22,11 +27,17 @@ from daemon.voices.registry import VoiceRegistry
 
 class Synthesizer:
     def __init__(
-        self, voices: VoiceRegistry, settings: Settings, cache: PhraseCache | None = None
+        self,
+        voices: VoiceRegistry,
+        settings: Settings,
+        cache: PhraseCache | None = None,
+        max_requests: int = 1,
     ) -> None:
+        """`max_requests`: requests `rendered` makes at once; the others wait their turn."""
         self.voices = voices
         self.settings = settings
         self.cache = cache
+        self.admission = threading.BoundedSemaphore(max_requests)
         self._sounds = SoundLibrary(settings.config.sounds.dir)
 
     @property
@@ -41,6 +52,30 @@ class Synthesizer:
         """What `synthesize` would speak; raises TextError or VoiceError naming the problem."""
         name = self.voices.require(voice)
         return prepare(text, self.settings.config.text, name, self.voices, ssml_text=ssml)
+
+    def joined(
+        self, pieces: Iterable[AudioPiece], rate: int, pause_s: float | None = None
+    ) -> Iterator[np.ndarray]:
+        """Pieces as every interface plays or sends them: `audio.sentence_pause_s` (or
+        `pause_s`) between sentences, `audio.fade_ms` at their edges."""
+        audio = self.settings.config.audio
+        pause = audio.sentence_pause_s if pause_s is None else pause_s
+        return join_sentences(pieces, rate, pause, audio.fade_ms)
+
+    def rendered(
+        self, text: str, voice: str | None, options: SpeechOptions, *, ssml: bool = False
+    ) -> Iterator[np.ndarray]:
+        """A request answered beside the queue, joined; an unknown voice raises here, the
+        rest at the first block. Made while holding one of the `max_requests` places (taken at
+        the first block, given back at the end, or when the client goes and the generator is
+        closed)."""
+        name = self.voices.require(voice)
+        rate = self.voices.get(name).info.sample_rate
+        return self._admitted(self.joined(self.synthesize(text, name, options, ssml=ssml), rate))
+
+    def _admitted(self, blocks: Iterator[np.ndarray]) -> Iterator[np.ndarray]:
+        with self.admission:
+            yield from blocks
 
     def synthesize(
         self,

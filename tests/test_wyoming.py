@@ -23,6 +23,7 @@ from wyoming.tts import (
 
 from daemon.adapters.wyoming_server import WyomingServer
 from daemon.settings import Settings
+from daemon.synthesizer import Synthesizer
 from tests.conftest import run_cli
 from tests.daemon_helpers import Daemon
 from tests.mqtt_helpers import free_port
@@ -196,12 +197,11 @@ def test_an_event_claiming_too_many_bytes_is_refused_unread(server, header):
     assert pcm_of(events).size > 0
 
 
-class CountingSynthesizer:
+class CountingSynthesizer(Synthesizer):
     """The real synthesizer, counting the requests being synthesized at the same time."""
 
-    def __init__(self, synthesizer) -> None:
-        self.voices = synthesizer.voices
-        self._synthesizer = synthesizer
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
         self._lock = threading.Lock()
         self.active = 0
         self.most = 0
@@ -211,22 +211,17 @@ class CountingSynthesizer:
             self.active += 1
             self.most = max(self.most, self.active)
         try:
-            yield from self._synthesizer.synthesize(*args, **kwargs)
+            yield from super().synthesize(*args, **kwargs)
         finally:
             with self._lock:
                 self.active -= 1
 
 
 @pytest.mark.parametrize("max_requests", [1, 2])
-def test_requests_beyond_the_workers_wait_their_turn(synthesizer, config, max_requests):
-    counting = CountingSynthesizer(synthesizer)
+def test_requests_beyond_the_workers_wait_their_turn(registry, config, max_requests):
+    counting = CountingSynthesizer(registry, Settings(config), max_requests=max_requests)
     port = free_port()
-    server = WyomingServer(
-        f"tcp://127.0.0.1:{port}",
-        counting,
-        Settings(config),
-        max_requests=max_requests,
-    )
+    server = WyomingServer(f"tcp://127.0.0.1:{port}", counting, Settings(config))
     server.start()
     assert server.ready.wait(30) and server.error is None
     try:

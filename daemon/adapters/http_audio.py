@@ -1,6 +1,7 @@
 """Text to an HTTP audio response, for every route that answers with speech: WAV and PCM
 stream as they are made (on a thread of their own per request), FLAC, MP3 and Opus are encoded
-whole by libsndfile (soundfile). At most as many requests at once as the service has workers."""
+whole by libsndfile (soundfile). At most as many requests at once as the service has workers
+(the synthesizer's one limit, shared with Wyoming)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import numpy as np
 from starlette.responses import Response, StreamingResponse
 
 from daemon.adapters.http_common import HttpError, HttpPorts
-from daemon.audio.pcm import join_sentences, to_int16
+from daemon.audio.pcm import to_int16
 from daemon.audio.wav import streaming_header
 from daemon.errors import FastvoiceError
 from daemon.voices.base import SpeechOptions
@@ -45,7 +46,7 @@ async def rendered(
     except FastvoiceError as error:
         raise HttpError(400, str(error)) from None
     rate = synthesizer.voices.get(name).info.sample_rate
-    blocks = _blocks(ports, text, name, speed, rate)
+    blocks = _blocks(ports, text, name, speed)
     if response_format in ("wav", "pcm"):
         producer = _OwnThread(blocks)
         first = await producer.next()
@@ -93,12 +94,9 @@ class _OwnThread:
             self.executor.shutdown(wait=False)
 
 
-def _blocks(ports: HttpPorts, text: str, voice: str, speed: float, rate: int) -> Iterator[Any]:
-    """Audio blocks as `fastvoice say` joins them, made while holding an admission place."""
-    audio = ports.settings.config.audio
-    with ports.admission:
-        pieces = ports.synthesizer.synthesize(text, voice, SpeechOptions(rate=speed))
-        yield from join_sentences(pieces, rate, audio.sentence_pause_s, audio.fade_ms)
+def _blocks(ports: HttpPorts, text: str, voice: str, speed: float) -> Iterator[Any]:
+    """Audio blocks as `fastvoice say` joins them, in their turn (the synthesizer's limit)."""
+    return ports.synthesizer.rendered(text, voice, SpeechOptions(rate=speed))
 
 
 def _encoded(audio: np.ndarray, rate: int, response_format: str) -> bytes:

@@ -4,7 +4,6 @@ job events handed to the HTTP loop, and how a request body is read (bounded in s
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -43,7 +42,6 @@ class HttpPorts:
     status: Callable[[], dict[str, Any]]
     metrics: Metrics
     token: str | None
-    admission: threading.BoundedSemaphore
     watchers: EventWatchers = field(default_factory=lambda: EventWatchers())
 
 

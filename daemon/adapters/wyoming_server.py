@@ -4,9 +4,10 @@
 of audio is made, `audio-stop`; the streaming form (`synthesize-start`, `-chunk`s, `-stop`)
 speaks each complete sentence as soon as its text has arrived and ends with
 `synthesize-stopped`. Synthesis runs in the loop's thread pool, so clients are served side by
-side by the synthesizer's parallel workers, as many at once as there are workers (`max_requests`,
-first come first served): more would only share the same cores, and every one of them would end
-late. Bad requests get an `error` event naming the problem, and the connection stays open.
+side by the synthesizer's parallel workers, as many at once as there are workers (the
+synthesizer's one limit, shared with HTTP; first come first served): more would only share the
+same cores, and every one would end late. Bad requests get an `error` event naming the
+problem, and the connection stays open.
 """
 
 from __future__ import annotations
@@ -23,14 +24,13 @@ log = logging.getLogger(__name__)
 
 
 class WyomingServer(threading.Thread):
-    def __init__(
-        self, uri: str, synthesizer: Synthesizer, settings: Settings, max_requests: int = 1
-    ) -> None:
-        """`max_requests` requests are synthesized at once, the others wait their turn; what one
-        client event may carry is bounded by `queue.max_payload_bytes`, as MQTT commands are."""
+    def __init__(self, uri: str, synthesizer: Synthesizer, settings: Settings) -> None:
+        """As many requests are synthesized at once as the synthesizer admits, the others wait
+        their turn; what one client event may carry is bounded by `queue.max_payload_bytes`, as
+        MQTT commands are."""
         super().__init__(name="wyoming", daemon=True)
         self.uri = uri
-        self.speech = WyomingSpeech(synthesizer, settings, max_requests)
+        self.speech = WyomingSpeech(synthesizer, settings)
         self.ready = threading.Event()
         self.error: str | None = None
         self._loop: asyncio.AbstractEventLoop | None = None

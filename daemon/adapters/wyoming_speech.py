@@ -1,26 +1,23 @@
 """What a Wyoming connection asks of the service: its `info` (voices, languages, speakers), the
-audio of a text as `fastvoice say` makes it, a voice's sample rate, and one of the places of
-`max_requests` while it synthesizes. The server makes one and hands it to every connection."""
+audio of a text as `fastvoice say` makes it (in its turn: the synthesizer's one limit), a
+voice's sample rate. The server makes one and hands it to every connection."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 
 import numpy as np
 
 from daemon import __version__
-from daemon.audio.pcm import join_sentences
 from daemon.settings import Settings
 from daemon.synthesizer import Synthesizer
 from daemon.voices.base import SpeechOptions
 
 
 class WyomingSpeech:
-    def __init__(self, synthesizer: Synthesizer, settings: Settings, max_requests: int) -> None:
+    def __init__(self, synthesizer: Synthesizer, settings: Settings) -> None:
         self.synthesizer = synthesizer
         self.settings = settings
-        self.admission = threading.Semaphore(max_requests)
 
     def info(self):
         from wyoming.info import Attribution, Info, TtsProgram, TtsVoice, TtsVoiceSpeaker
@@ -54,26 +51,10 @@ class WyomingSpeech:
     def blocks(
         self, text: str, voice: str | None, speaker: str | None, *, ssml: bool = False
     ) -> Iterator[np.ndarray]:
-        """The audio of `text` as `fastvoice say` makes it (sentence pauses and fades)."""
+        """The audio of `text` as `fastvoice say` makes it, in its turn among the requests
+        rendered beside the queue."""
         options = SpeechOptions(speaker=int(speaker) if speaker and speaker.isdigit() else speaker)
-        name = self.synthesizer.voices.require(voice)
-        chunks = self.synthesizer.synthesize(text, name, options, ssml=ssml)
-        audio = self.settings.config.audio
-        return self._admitted(
-            join_sentences(
-                chunks,
-                self.rate_of(name),
-                audio.sentence_pause_s,
-                audio.fade_ms,
-            )
-        )
-
-    def _admitted(self, blocks: Iterator[np.ndarray]) -> Iterator[np.ndarray]:
-        """The blocks, made while this request holds one of the `max_requests` places (taken
-        at its first block, given back at its end, or when the client goes and the generator
-        is closed)."""
-        with self.admission:
-            yield from blocks
+        return self.synthesizer.rendered(text, voice, options, ssml=ssml)
 
     def rate_of(self, voice: str | None) -> int:
         return self.synthesizer.voices.get(voice).info.sample_rate
