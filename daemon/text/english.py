@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable
 from functools import cache, partial
 
-from daemon.text import numbers
+from daemon.text import english_forms, numbers
 
 Rule = tuple[re.Pattern[str], Callable[[re.Match[str], str], str]]
 
@@ -38,6 +38,7 @@ _NUMBER = r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?"
 _AMOUNT = rf"(?P<amount>{_NUMBER})"
 # An uppercase letter alone: "A" between words is read as the article, so it is respelled.
 _LETTER = {"A": "eigh"}
+TWO_DIGIT_YEAR_PIVOT = 50
 
 # Currency: (major singular, major plural, minor singular, minor plural, say "and" between).
 _CURRENCIES = {
@@ -221,8 +222,8 @@ def _numeric_date(match: re.Match[str], language: str) -> str:
     month, day = (second, first) if language == "en_GB" else (first, second)
     if not (1 <= month <= 12 and 1 <= day <= 31):
         return match.group(0)
-    if len(year) == 2:
-        year = f"20{year}"
+    if len(year) == 2:  # "98" is 1998, "26" is 2026: a fixed pivot, so a text always reads alike
+        year = f"{'19' if int(year) > TWO_DIGIT_YEAR_PIVOT else '20'}{year}"
     return _date_words(day, month, year, language)
 
 
@@ -532,9 +533,9 @@ def _word_rules() -> list[Rule]:
 
 def normalize(text: str, language: str) -> str:
     """The text with what an announcement writes in figures and short forms spelled out."""
-    rules = _word_rules()
+    rules = [*_word_rules(), *english_forms.words()]
     if any(character.isdigit() for character in text):
-        rules = [*rules, *_figure_rules()]
+        rules = [*rules, *english_forms.before(), *_figure_rules(), *english_forms.after()]
     for pattern, replace in rules:
         text = pattern.sub(lambda match, replace=replace: replace(match, language), text)
     return text

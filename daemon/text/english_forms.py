@@ -1,0 +1,232 @@
+"""English readings of written forms that need more than one number in view: decades and
+ranges of years, fractions and mixed numbers, IP addresses, dotted dates, durations with
+seconds, money ranges and per-unit prices, magnitudes after amounts, math signs, Roman numerals
+of monarchs and chapters, and units written in capitals.
+
+`words` runs on every text; `before` ahead of daemon.text.english's figure rules (it takes the
+forms those would read number by number), `after` once they are done (it joins what they left:
+"dollars/mo").
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from functools import cache
+
+from daemon.text import numbers
+
+Rule = tuple[re.Pattern[str], Callable[[re.Match[str], str], str]]
+
+# What a denominator is called, one and many; the rest are ordinals ("fifth", "fifths").
+_DENOMINATORS = {2: ("half", "halves"), 4: ("quarter", "quarters")}
+_PER = {
+    "mo": "month", "month": "month", "wk": "week", "week": "week", "yr": "year", "year": "year",
+    "day": "day", "hr": "hour", "hour": "hour", "night": "night", "person": "person",
+}  # fmt: skip
+_REGNAL = (
+    "Henry|Louis|Elizabeth|George|Edward|Charles|William|Richard|James|Mary|Victoria|John|"
+    "Philip|Frederick|Peter|Catherine|Napoleon|Pius|Benedict|Leo|Gregory|Paul|Alexander|Ramesses"
+)
+_CHAPTER = "[Cc]hapter|[Pp]art|[Vv]olume|[Bb]ook|[Aa]ct|[Ss]cene|[Ss]ection|[Aa]rticle|[Pp]hase"
+_ROMAN = r"(?=[MDCLXVI])M{0,3}(?:CM|CD|D?C{0,3})(?:XC|XL|L?X{0,3})(?:IX|IV|V?I{0,3})"
+_ROMAN_VALUES = {"M": 1000, "D": 500, "C": 100, "L": 50, "X": 10, "V": 5, "I": 1}
+# Units that are written in capitals or small letters alike, and what they are called.
+_ANY_CASE_UNITS = {
+    "kg": ("kilogram", "kilograms"),
+    "km": ("kilometer", "kilometers"),
+    "cm": ("centimeter", "centimeters"),
+    "mm": ("millimeter", "millimeters"),
+    "mg": ("milligram", "milligrams"),
+    "kbps": ("kilobit per second", "kilobits per second"),
+    "mbps": ("megabit per second", "megabits per second"),
+    "gbps": ("gigabit per second", "gigabits per second"),
+    "kwh": ("kilowatt hour", "kilowatt hours"),
+    "mph": ("mile per hour", "miles per hour"),
+}
+
+
+def _plural(words: str) -> str:
+    """ "nineteen eighty" → "nineteen eighties"; "two thousand" → "two thousands"."""
+    head, _, last = words.rpartition(" ")
+    last = last[:-1] + "ies" if last.endswith("y") else last + "s"
+    return f"{head} {last}".strip()
+
+
+def _decade(match: re.Match[str], language: str) -> str:
+    return _plural(numbers.year(int(match.group("decade")), language))
+
+
+def _short_decade(match: re.Match[str], language: str) -> str:
+    lead = match.group("lead").strip("'’")  # "the '80s": the apostrophe is not said
+    return lead + _plural(numbers.cardinal(match.group("tens"), language))
+
+
+def _year_range(match: re.Match[str], language: str) -> str:
+    first, last = (numbers.year(int(match.group(n)), language) for n in (1, 2))
+    return f"{first} to {last}"
+
+
+def _fraction_words(numerator: int, denominator: int, language: str) -> str:
+    one, many = _DENOMINATORS.get(denominator, (None, None))
+    if one is None:
+        one = numbers.ordinal(denominator, language)
+        many = one + "s"
+    if numerator == 1:
+        return f"one {one}"
+    return f"{numbers.cardinal(str(numerator), language)} {many}"
+
+
+def _fraction(match: re.Match[str], language: str) -> str:
+    numerator, denominator = int(match.group("num")), int(match.group("den"))
+    if not 0 < numerator < denominator <= 16:
+        return match.group(0)
+    return _fraction_words(numerator, denominator, language)
+
+
+def _mixed_number(match: re.Match[str], language: str) -> str:
+    whole, numerator, denominator = (int(match.group(n)) for n in ("whole", "num", "den"))
+    if not 0 < numerator < denominator <= 16:
+        return match.group(0)
+    if numerator == 1 and denominator in (2, 4):
+        part = f"a {_DENOMINATORS[denominator][0]}"
+    else:
+        part = _fraction_words(numerator, denominator, language)
+    return f"{numbers.cardinal(str(whole), language)} and {part}"
+
+
+def _ip_address(match: re.Match[str], language: str) -> str:
+    parts = match.group(0).split(".")
+    if any(int(part) > 255 for part in parts):
+        return match.group(0)
+    return " dot ".join(numbers.cardinal(part, language) for part in parts)
+
+
+def _dotted_date(match: re.Match[str], language: str) -> str:
+    """15.01.2020 (day first, as it is written where dots are used)."""
+    from daemon.text.english import MONTHS
+
+    day, month, year = (int(match.group(n)) for n in (1, 2, 3))
+    if not (1 <= month <= 12 and 1 <= day <= 31):
+        return match.group(0)
+    name, ordinal = MONTHS[month - 1], numbers.ordinal(day, language)
+    said_year = numbers.year(year, language)
+    if language == "en_GB":
+        return f"the {ordinal} of {name}, {said_year}"
+    return f"{name} {ordinal}, {said_year}"
+
+
+def _duration(match: re.Match[str], language: str) -> str:
+    """1:01:01 → one hour, one minute and one second (a clock has no seconds to say)."""
+    said = []
+    for value, unit in zip(
+        (int(match.group(n)) for n in (1, 2, 3)), ("hour", "minute", "second"), strict=True
+    ):
+        if value:
+            said.append(
+                f"{numbers.cardinal(str(value), language)} {unit}{'' if value == 1 else 's'}"
+            )
+    if not said:
+        return "zero seconds"
+    return said[0] if len(said) == 1 else f"{', '.join(said[:-1])} and {said[-1]}"
+
+
+def _roman_value(text: str) -> int:
+    total = 0
+    for index, letter in enumerate(text):
+        value = _ROMAN_VALUES[letter]
+        following = _ROMAN_VALUES[text[index + 1]] if index + 1 < len(text) else 0
+        total += -value if value < following else value
+    return total
+
+
+def _regnal(match: re.Match[str], language: str) -> str:
+    ordinal = numbers.ordinal(_roman_value(match.group("numeral")), language)
+    return f"{match.group('name')} the {ordinal.capitalize()}"
+
+
+def _chapter(match: re.Match[str], language: str) -> str:
+    value = numbers.cardinal(str(_roman_value(match.group("numeral"))), language)
+    return f"{match.group('cue')} {value}"
+
+
+def _any_case_unit(match: re.Match[str], language: str) -> str:
+    singular, plural = _ANY_CASE_UNITS[match.group("unit").lower()]
+    amount = match.group("amount")
+    said = numbers.cardinal(amount, language)
+    return f"{said} {singular if amount in ('1', '1.0') else plural}"
+
+
+def _per(match: re.Match[str], language: str) -> str:
+    return f"{match.group('money')} per {_PER[match.group('per').lower()]}"
+
+
+def _month_abbreviation(match: re.Match[str], language: str) -> str:
+    """ "jan. 15" → "Jan. 15", which daemon.text.english reads as a date."""
+    return match.group(1).capitalize() + "."
+
+
+@cache
+def before() -> list[Rule]:
+    number = r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?"
+    return [
+        (
+            re.compile(r"\b(?:25[0-5]|2[0-4]\d|1?\d?\d)(?:\.(?:25[0-5]|2[0-4]\d|1?\d?\d)){3}\b"),
+            _ip_address,
+        ),
+        (re.compile(r"\b(\d{1,2})\.(\d{1,2})\.(\d{4})\b"), _dotted_date),
+        (re.compile(r"\b(\d{1,2}):([0-5]\d):([0-5]\d)\b(?!\s?[aApP]\.?[mM]\b)"), _duration),
+        (re.compile(r"\b(?P<decade>1[1-9]\d0|20[0-9]0)'?s\b"), _decade),
+        (
+            re.compile(
+                r"(?P<lead>['’]|\b(?:mid|early|late)-|\b(?:the|early|late|mid) )"
+                r"(?P<tens>[1-9]0)'?s\b"
+            ),
+            _short_decade,
+        ),
+        (re.compile(r"\b(1[5-9]\d\d|20\d\d)\s?[–-]\s?(1[5-9]\d\d|20\d\d)\b"), _year_range),
+        (re.compile(r"\b(?P<whole>\d+)\s+(?P<num>\d{1,2})/(?P<den>\d{1,2})\b(?!/)"), _mixed_number),
+        (re.compile(r"(?<![\d/])(?P<num>\d{1,2})/(?P<den>\d{1,2})(?![\d/])"), _fraction),
+        (re.compile(r"\bUS\$"), lambda match, language: "$"),
+        (
+            re.compile(r"\b(jan|feb|mar|apr|jun|jul|aug|sept?|oct|nov|dec)\.(?=\s?\d)", re.I),
+            _month_abbreviation,
+        ),
+        (re.compile(r"(?<=\d)\s?[–-]\s?(?=[$£€¥₹]\d)"), lambda match, language: " to "),
+        (re.compile(rf"(?<=[$£€¥₹])({number})\s?b\b"), lambda m, language: f"{m.group(1)} billion"),
+        (re.compile(r"(?<=\d)\s?[x×]\s?(?=\d)"), lambda match, language: " by "),
+        (re.compile(r"(?<=\d)\s?\+\s?(?=\d)"), lambda match, language: " plus "),
+        (re.compile(r"(?<=\d)\s?=\s?(?=\d)"), lambda match, language: " equals "),
+        (re.compile(r"\b24/7\b"), lambda match, language: "twenty-four seven"),
+        (
+            re.compile(
+                rf"(?<![\w.])(?P<amount>{number})\s?(?P<unit>{'|'.join(_ANY_CASE_UNITS)})(?![\w/])",
+                re.IGNORECASE,
+            ),
+            _any_case_unit,
+        ),
+        (
+            re.compile(r"\b(\d{1,3}(?:,\d{3})+)(?:st|nd|rd|th)\b"),
+            lambda m, language: numbers.ordinal(int(m.group(1).replace(",", "")), language),
+        ),
+    ]
+
+
+@cache
+def words() -> list[Rule]:
+    """Rules for texts with or without figures."""
+    return [
+        (re.compile(rf"\b(?P<name>{_REGNAL})\s+(?P<numeral>{_ROMAN})\b"), _regnal),
+        (re.compile(rf"\b(?P<cue>{_CHAPTER})\s+(?P<numeral>{_ROMAN})\b"), _chapter),
+    ]
+
+
+@cache
+def after() -> list[Rule]:
+    money = r"dollars?|pounds?|euros?|yen|cents?|pence|rupees?|francs?"
+    return [
+        (
+            re.compile(rf"\b(?P<money>{money})\s?/\s?(?P<per>{'|'.join(_PER)})\b", re.IGNORECASE),
+            _per,
+        )
+    ]
