@@ -119,13 +119,9 @@ def _say_through_service(args: argparse.Namespace, text: str) -> int:
     if args.output is not None:
         if result.audio is None:
             raise FastvoiceError("the service finished the job but sent no audio")
-        from daemon.files import replaced_atomically
+        from daemon.files import save_audio
 
-        try:
-            with replaced_atomically(args.output) as handle:
-                handle.write(result.audio)
-        except OSError as error:
-            raise FastvoiceError(f"cannot write {args.output}: {error.strerror or error}") from None
+        save_audio(args.output, result.audio)
     return 0
 
 
@@ -357,8 +353,8 @@ def cmd_send(args: argparse.Namespace) -> int:
     if args.zone is not None:
         from daemon.send import send_to_zone
 
-        if args.save is not None:
-            raise TextError("--save takes one box's audio: not with --zone")
+        if args.output is not None:
+            raise TextError("-o takes one box's audio: not with --zone")
         lead = config.queue.sync_lead_s if args.lead is None else args.lead
         by_box = send_to_zone(config.mqtt, args.zone, say, lead, args.timeout)
         for box, box_events in by_box.items():
@@ -367,13 +363,19 @@ def cmd_send(args: argparse.Namespace) -> int:
                 _print_event(event)
         ok = all(box_events[-1]["event"] == "finished" for box_events in by_box.values())
         return 0 if ok else 1
-    events, audio = send(config.mqtt, say, args.timeout, args.save)
+    events, audio = send(config.mqtt, say, args.timeout, args.output)
     for event in events:
         _print_event(event)
-    if args.save is not None and audio is not None:
-        args.save.write_bytes(audio)
-        print(f"saved {args.save}")
+    if args.output is not None and audio is not None:
+        _save(args.output, audio)
     return 0 if events[-1]["event"] == "finished" else 1
+
+
+def _save(path: Path, audio: bytes) -> None:
+    from daemon.files import save_audio
+
+    save_audio(path, audio)
+    print(f"saved {path}")
 
 
 def _send_to_render(config, say: dict, args: argparse.Namespace) -> int:
@@ -390,9 +392,8 @@ def _send_to_render(config, say: dict, args: argparse.Namespace) -> int:
     if audio is None:
         print("no audio: the box's events say why", file=sys.stderr)
         return 1
-    if args.save is not None:
-        args.save.write_bytes(audio)
-        print(f"saved {args.save}")
+    if args.output is not None:
+        _save(args.output, audio)
     return 0
 
 
@@ -560,7 +561,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     send.add_argument("--id", help="job id (default: generated)")
     send.add_argument("--timeout", type=_bounded_float(0, 3600, low_inclusive=False), default=120)
-    send.add_argument("--save", type=Path, help="have the audio published back and save it here")
+    send.add_argument(
+        "-o",
+        "--output",
+        "--save",
+        dest="output",
+        type=Path,
+        help="have the audio published back and write it to this WAV file (as `say -o`)",
+    )
     send.set_defaults(handler=cmd_send)
 
     build = commands.add_parser(

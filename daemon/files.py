@@ -9,6 +9,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
 
+from daemon.errors import FastvoiceError
+
 
 def systemd_or_user_dir(systemd_variable: str, xdg_variable: str, home_default: str) -> Path:
     """systemd's directory for the unit (e.g. $CACHE_DIRECTORY) when run by it, else the user's
@@ -34,3 +36,13 @@ def replaced_atomically(path: Path, mode: int | None = None) -> Iterator[BinaryI
     except BaseException:
         Path(temp).unlink(missing_ok=True)
         raise
+
+
+def save_audio(path: Path, data: bytes) -> None:
+    """Audio a command was sent back (`say -o`, `send -o`), written atomically; a file that
+    cannot be written is an error naming it."""
+    try:
+        with replaced_atomically(path, mode=0o644) as handle:
+            handle.write(data)
+    except OSError as error:
+        raise FastvoiceError(f"cannot write {path}: {error.strerror or error}") from None

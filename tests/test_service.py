@@ -372,7 +372,7 @@ def test_send_follows_the_job_and_prints_timings(daemon, tmp_path):
 def test_send_saves_the_published_wav(daemon, tmp_path):
     out = tmp_path / "back.wav"
     config = send_config(daemon, tmp_path)
-    result = run_cli("send", "Sent back to me.", "--save", str(out), "--config", str(config))
+    result = run_cli("send", "Sent back to me.", "-o", str(out), "--config", str(config))
     assert result.returncode == 0, result.stderr
     with wave.open(str(out)) as wav:
         assert wav.getframerate() == 22050 and wav.getnframes() > 22050 // 2

@@ -13,23 +13,10 @@ from collections.abc import Callable
 from functools import cache, partial
 
 from daemon.text import english_forms, numbers
+from daemon.text.english_forms import MONTHS
 
 Rule = tuple[re.Pattern[str], Callable[[re.Match[str], str], str]]
 
-MONTHS = [
-    "January",
-    "February",
-    "March",
-    "April",
-    "May",
-    "June",
-    "July",
-    "August",
-    "September",
-    "October",
-    "November",
-    "December",
-]
 _MONTH_ABBREVIATIONS = {name[:3]: name for name in MONTHS} | {"Sept": "September"}
 _MONTH_NAMES = [*MONTHS, *(rf"{short}\.?" for short in _MONTH_ABBREVIATIONS)]
 _MONTH = rf"(?P<month>{'|'.join(_MONTH_NAMES)})"

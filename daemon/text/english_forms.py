@@ -17,6 +17,10 @@ from functools import cache
 from daemon.text import numbers
 
 Rule = tuple[re.Pattern[str], Callable[[re.Match[str], str], str]]
+MONTHS = [
+    "January", "February", "March", "April", "May", "June",
+    "July", "August", "September", "October", "November", "December",
+]  # fmt: skip
 
 # What a denominator is called, one and many; the rest are ordinals ("fifth", "fifths").
 _DENOMINATORS = {2: ("half", "halves"), 4: ("quarter", "quarters")}
@@ -104,8 +108,6 @@ def _ip_address(match: re.Match[str], language: str) -> str:
 
 def _dotted_date(match: re.Match[str], language: str) -> str:
     """15.01.2020 (day first, as it is written where dots are used)."""
-    from daemon.text.english import MONTHS
-
     day, month, year = (int(match.group(n)) for n in (1, 2, 3))
     if not (1 <= month <= 12 and 1 <= day <= 31):
         return match.group(0)
