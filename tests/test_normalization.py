@@ -124,3 +124,39 @@ def test_normalisation_takes_any_text_in_any_language(text, language):
 def test_numbers_too_long_to_say_are_read_digit_by_digit_or_left(written, language):
     said = normalize(written, language)
     assert len(said) < 20 * len(written)
+
+
+_FIGURE = st.one_of(
+    st.integers(0, 10**9).map(str),
+    st.integers(0, 10**6).map(lambda n: f"{n:,}"),
+    st.tuples(st.integers(0, 9999), st.integers(0, 99)).map(lambda t: f"{t[0]}.{t[1]:02d}"),
+)
+_WRITTEN = st.one_of(
+    _FIGURE,
+    st.tuples(st.sampled_from(["$", "£", "€", "¥", "₹", "US$"]), _FIGURE).map("".join),
+    st.tuples(
+        _FIGURE,
+        st.sampled_from(["%", "km", "KG", "°C", "th", " mph", "GB", "s", "am", " pm", "/mo", "s"]),
+    ).map("".join),
+    st.tuples(st.integers(1, 12), st.integers(0, 59)).map(lambda t: f"{t[0]}:{t[1]:02d}"),
+    st.tuples(st.integers(0, 23), st.integers(0, 59), st.integers(0, 59)).map(
+        lambda t: f"{t[0]}:{t[1]:02d}:{t[2]:02d}"
+    ),
+    st.tuples(st.integers(1, 12), st.integers(1, 28), st.integers(1900, 2099)).map(
+        lambda t: f"{t[0]}/{t[1]}/{t[2]}"
+    ),
+    st.tuples(st.integers(1, 28), st.integers(1, 12), st.integers(1900, 2099)).map(
+        lambda t: f"{t[0]}.{t[1]}.{t[2]}"
+    ),
+    st.tuples(st.integers(1, 15), st.integers(2, 16)).map(lambda t: f"{t[0]}/{t[1]}"),
+    st.integers(1800, 2090).map(lambda year: f"{year // 10 * 10}s"),
+    st.sampled_from(["the", "gate", "Flight", "call", "at", "from", "to", "-", "+", "x", "B12"]),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_WRITTEN, min_size=1, max_size=6))
+def test_no_digit_or_currency_symbol_survives_english_normalisation(parts):
+    text = " ".join(parts) + "."
+    said = normalize(text, "en_US")
+    assert not any(character in "0123456789$£€¥₹" for character in said), (text, said)

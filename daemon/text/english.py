@@ -417,7 +417,7 @@ def _figure_rules() -> list[Rule]:
         ),
         (
             re.compile(
-                rf"\b(?P<day>\d{{1,2}}){_DAY_SUFFIX}\s+(?:of\s+)?{_MONTH}(?:,?\s+(?P<year>\d{{4}}))?\b"
+                rf"(?<![$£€¥₹])\b(?P<day>\d{{1,2}}){_DAY_SUFFIX}\s+(?:of\s+)?{_MONTH}(?:,?\s+(?P<year>\d{{4}}))?\b"
             ),
             partial(_named_month_date, day_first=True),
         ),
