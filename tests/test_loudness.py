@@ -130,3 +130,12 @@ def test_the_measured_gain_keeps_sentences_more_even_than_peak_normalisation(
     gained, peaked = levels(measured), levels(peak_normalised)
     assert max(gained) - min(gained) < max(peaked) - min(peaked)
     assert abs(np.mean(gained) - loudness.TARGET_LUFS) < 1.5
+
+
+def test_a_measurement_changes_the_phrase_cache_key(measured, peak_normalised):
+    """Phrases cached before the voice was measured are not played at their old level."""
+    assert measured.identity()["loudness"] is not None
+    assert peak_normalised.identity()["loudness"] is None
+    assert {k: v for k, v in measured.identity().items() if k != "loudness"} == {
+        k: v for k, v in peak_normalised.identity().items() if k != "loudness"
+    }

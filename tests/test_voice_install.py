@@ -204,3 +204,21 @@ def test_the_default_voice_cannot_be_removed(tmp_path, mirror):
     assert run_cli("config", "check", str(config)).returncode == 0
     refused = voices(config, "remove", GERMAN)
     assert refused.returncode == 2 and b"is the default voice" in refused.stderr
+
+
+def test_a_reinstalled_voice_is_loaded_again_at_the_rescan(tmp_path, mirror):
+    from daemon.config import parse_config
+    from daemon.runtime.ort_cpu import OrtCpuBackend
+    from daemon.voices.catalog import read_catalog
+    from daemon.voices.install import install
+    from daemon.voices.registry import VoiceRegistry
+
+    config = parse_config({"catalog": {"dir": str(tmp_path / "voices")}})
+    entry = read_catalog(str(mirror / "voices.json"))[GERMAN]
+    install(config.catalog, entry, str(mirror))
+    registry = VoiceRegistry(config, OrtCpuBackend(threads=1))
+    first = registry.get(GERMAN)
+    assert registry.refresh(config) == ([], []) and registry.get(GERMAN) is first
+    install(config.catalog, entry, str(mirror))  # the same voice, its files replaced
+    assert registry.refresh(config) == ([], [])
+    assert registry.get(GERMAN) is not first

@@ -187,7 +187,12 @@ def before() -> list[Rule]:
             _short_decade,
         ),
         (re.compile(r"\b(1[5-9]\d\d|20\d\d)\s?[–-]\s?(1[5-9]\d\d|20\d\d)\b"), _year_range),
-        (re.compile(r"(?<![$£€¥₹\d.,])\b(?P<whole>\d+)\s+(?P<num>\d{1,2})/(?P<den>\d{1,2})\b(?!/)"), _mixed_number),
+        (
+            re.compile(
+                r"(?<![$£€¥₹\d.,])\b(?P<whole>\d+)\s+(?P<num>\d{1,2})/(?P<den>\d{1,2})\b(?!/)"
+            ),
+            _mixed_number,
+        ),
         (re.compile(r"(?<![\d/])(?P<num>\d{1,2})/(?P<den>\d{1,2})(?![\d/])"), _fraction),
         (re.compile(r"\bUS\$"), lambda match, language: "$"),
         (

@@ -52,6 +52,10 @@ class Voice(ABC):
     def identity(self) -> dict[str, Any]:
         """Everything that shapes this voice's audio (files and settings): a phrase cache key."""
 
+    def changed_on_disk(self) -> bool:
+        """Whether the files it was loaded from have been replaced since (a reinstall)."""
+        return False
+
     def check_speaker(self, speaker: str | int | None) -> None:
         """VoiceError naming the known speakers when the voice has no such speaker."""
         names = self.info.speakers

@@ -56,16 +56,17 @@ class VoiceRegistry:
         return sorted(self.configs)
 
     def refresh(self, config: Config) -> tuple[list[str], list[str]]:
-        """Rescans the voices directory: (added, removed). A voice whose files changed is
-        loaded again at its next use; the default voice is never dropped."""
+        """Rescans the voices directory: (added, removed). A voice whose settings or files
+        changed (a reinstall) is loaded again at its next use; the default voice is never
+        dropped."""
         configs = voice_configs(config)
         with self._lock:
             if self.default not in configs and self.default in self.configs:
                 configs[self.default] = self.configs[self.default]
             added = sorted(set(configs) - set(self.configs))
             removed = sorted(set(self.configs) - set(configs))
-            for name in list(self._loaded):
-                if configs.get(name) != self.configs.get(name):
+            for name, voice in list(self._loaded.items()):
+                if configs.get(name) != self.configs.get(name) or voice.changed_on_disk():
                     del self._loaded[name]
             self.configs = configs
         return added, removed

@@ -129,11 +129,14 @@ class VitsVoice(Voice):
             )
             self.loudness = loudness.read(record)
         # What was loaded, fixed at load time: the phrase cache keys on it for every request.
+        self._files = (model, json_path)
         self._identity = {
             "family": "vits",
             "model": source_identity(model),
             "json": source_identity(json_path),
             "config": config.model_dump(mode="json"),
+            # Measured loudness shapes the audio too: phrases cached before it are not reused.
+            "loudness": None if self.loudness is None else self.loudness.as_dict(),
         }
         raw, self.piper = _read_piper_config(name, json_path)
         stage = f"{name}/vits"
@@ -162,6 +165,14 @@ class VitsVoice(Voice):
 
     def identity(self) -> dict[str, Any]:
         return self._identity
+
+    def changed_on_disk(self) -> bool:
+        model, json_path = self._files
+        try:
+            now = (source_identity(model), source_identity(json_path))
+        except OSError:  # removed: the registry drops or reloads it
+            return True
+        return now != (self._identity["model"], self._identity["json"])
 
     @property
     def streaming(self) -> bool:
