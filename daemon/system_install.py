@@ -150,15 +150,24 @@ def _directory(path: Path, mode: int, owner: tuple[int, int]) -> None:
     path.chmod(mode)
 
 
+def shipped(relative: str) -> Path:
+    """A file fastvoice ships (a config template, the unit): in the source checkout, else where
+    the package installed it (<prefix>/share/fastvoice)."""
+    for base in (PACKAGE_ROOT, Path(sys.prefix) / "share" / "fastvoice"):
+        if (base / relative).is_file():
+            return base / relative
+    raise InstallError(f"{relative} is not installed with fastvoice (reinstall the package)")
+
+
 def _unit_text(executable: Path) -> str:
     """The shipped unit with ExecStart at this installation's console script."""
-    text = (PACKAGE_ROOT / "systemd" / UNIT).read_text()
+    text = shipped(f"systemd/{UNIT}").read_text()
     lines = []
     for line in text.splitlines():
         if line.startswith("ExecStart="):
             line = f"ExecStart={executable} serve --config /etc/fastvoice/fastvoice.yaml"
         if line.startswith("Documentation="):
-            line = f"Documentation=file://{PACKAGE_ROOT / 'README.md'}"
+            line = "Documentation=file:///etc/fastvoice/fastvoice.yaml"
         lines.append(line)
     return "\n".join(lines) + "\n"
 
@@ -184,7 +193,7 @@ def install(root: Path, box: str | None, build: bool, start: bool, say: Say = pr
     if layout.config.exists():
         report.step(say, f"config: {layout.config} kept as it is")
     else:
-        shutil.copyfile(PACKAGE_ROOT / "config" / TEMPLATES[chosen], layout.config)
+        shutil.copyfile(shipped(f"config/{TEMPLATES[chosen]}"), layout.config)
         os.chown(layout.config, 0, gid)
         layout.config.chmod(0o640)
         report.step(say, f"config: {layout.config} from config/{TEMPLATES[chosen]}")
@@ -194,7 +203,7 @@ def install(root: Path, box: str | None, build: bool, start: bool, say: Say = pr
     report.step(say, f"unit: {layout.unit}")
     if gpu:
         layout.drop_in.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(PACKAGE_ROOT / "systemd" / "fastvoice-gpu.conf", layout.drop_in)
+        shutil.copyfile(shipped("systemd/fastvoice-gpu.conf"), layout.drop_in)
         report.step(say, f"GPU drop-in: {layout.drop_in}")
     if build:
         _build(layout, uid, gid, report, say)

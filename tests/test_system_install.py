@@ -126,3 +126,18 @@ def test_uninstall_keeps_config_and_voices_unless_purged(tree):
     system("install", "--root", str(tree), "--box", "cpu", "--no-build")
     system("uninstall", "--root", str(tree), "--purge")
     assert not (tree / "etc/fastvoice").exists() and not (tree / "var/lib/fastvoice").exists()
+
+
+def test_an_installed_package_finds_its_templates_under_its_prefix(tmp_path, monkeypatch):
+    """A wheel installs config/ and systemd/ under <prefix>/share/fastvoice (pyproject's
+    data-files); a source checkout has them at its top."""
+    from daemon import system_install
+
+    share = tmp_path / "share" / "fastvoice" / "systemd"
+    share.mkdir(parents=True)
+    (share / "fastvoice.service").write_text("[Service]\n")
+    monkeypatch.setattr(system_install, "PACKAGE_ROOT", tmp_path / "site-packages")
+    monkeypatch.setattr(system_install.sys, "prefix", str(tmp_path))
+    assert system_install.shipped("systemd/fastvoice.service") == share / "fastvoice.service"
+    with pytest.raises(system_install.InstallError, match=r"config/cpu\.yaml is not installed"):
+        system_install.shipped("config/cpu.yaml")
