@@ -16,9 +16,10 @@ from daemon.audio.player import Player
 from daemon.cache import phrase_cache
 from daemon.config import Config
 from daemon.event_sink import EventSink
+from daemon.files import state_root
 from daemon.intake import JobIntake
 from daemon.jobs import JobQueue
-from daemon.journal import JobJournal, state_root
+from daemon.journal import JobJournal
 from daemon.lanes import Lane, publish_only
 from daemon.local_socket import service_socket_path
 from daemon.mqtt import MqttLink, TopicHandler

@@ -182,12 +182,12 @@ def _voices(config: Config) -> list[Finding]:
 def _headroom(config: Config | None) -> list[Finding]:
     import psutil
 
-    from daemon.files import systemd_or_user_dir
+    from daemon.files import state_root
     from daemon.runtime.artifacts import cache_root
 
     places = {
         "cache": cache_root(),
-        "state": systemd_or_user_dir("STATE_DIRECTORY", "XDG_STATE_HOME", ".local/state"),
+        "state": state_root(),
     }
     if config is not None and config.catalog.dir is not None:
         places["voices"] = config.catalog.dir

@@ -22,6 +22,11 @@ def systemd_or_user_dir(systemd_variable: str, xdg_variable: str, home_default: 
     return (Path(xdg) if xdg else Path.home() / home_default) / "fastvoice"
 
 
+def state_root() -> Path:
+    """systemd's StateDirectory when run by it, else the user's state directory."""
+    return systemd_or_user_dir("STATE_DIRECTORY", "XDG_STATE_HOME", ".local/state")
+
+
 @contextmanager
 def replaced_atomically(path: Path, mode: int | None = None) -> Iterator[BinaryIO]:
     """A temporary file next to `path`, renamed onto it once written; on any failure it is

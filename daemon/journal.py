@@ -18,16 +18,11 @@ from typing import Any
 from pydantic import ValidationError
 
 from daemon.commands import SayCommand
-from daemon.files import replaced_atomically, systemd_or_user_dir
+from daemon.files import replaced_atomically
 
 log = logging.getLogger(__name__)
 
 SUFFIX = ".job.json"
-
-
-def state_root() -> Path:
-    """systemd's StateDirectory when run by it, else the user's state directory."""
-    return systemd_or_user_dir("STATE_DIRECTORY", "XDG_STATE_HOME", ".local/state")
 
 
 class JobJournal:

@@ -89,10 +89,7 @@ def rows(model: type[BaseModel], prefix: str = "") -> list[tuple[str, str, str, 
             for sub in _models_in(inner):
                 found += rows(sub, f"{key}{step}")
             continue
-        if models and typing.get_origin(annotation) not in (types.UnionType, typing.Union):
-            found += rows(models[0], f"{key}.")
-            continue
-        if models:  # an optional section (e.g. mqtt.tls)
+        if models:  # a section, or an optional one (e.g. mqtt.tls)
             found += rows(models[0], f"{key}.")
             continue
         meaning = (info.description or "") + _limits(info)

@@ -9,7 +9,6 @@ import asyncio
 import io
 from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
 import numpy as np
 from starlette.responses import Response, StreamingResponse
@@ -46,7 +45,7 @@ async def rendered(
     except FastvoiceError as error:
         raise HttpError(400, str(error)) from None
     rate = synthesizer.voices.get(name).info.sample_rate
-    blocks = _blocks(ports, text, name, speed)
+    blocks = synthesizer.rendered(text, name, SpeechOptions(rate=speed))
     if response_format in ("wav", "pcm"):
         producer = _OwnThread(blocks)
         first = await producer.next()
@@ -92,11 +91,6 @@ class _OwnThread:
             await asyncio.shield(loop.run_in_executor(self.executor, self.blocks.close))
         finally:
             self.executor.shutdown(wait=False)
-
-
-def _blocks(ports: HttpPorts, text: str, voice: str, speed: float) -> Iterator[Any]:
-    """Audio blocks as `fastvoice say` joins them, in their turn (the synthesizer's limit)."""
-    return ports.synthesizer.rendered(text, voice, SpeechOptions(rate=speed))
 
 
 def _encoded(audio: np.ndarray, rate: int, response_format: str) -> bytes:

@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from daemon.files import replaced_atomically, systemd_or_user_dir
+from daemon.files import replaced_atomically, state_root
 from daemon.voices.catalog import CatalogEntry
 
 log = logging.getLogger(__name__)
@@ -32,7 +32,7 @@ def voices_dir(configured: Path | None) -> Path:
     """`catalog.dir`, else systemd's StateDirectory or the user's state directory."""
     if configured is not None:
         return configured
-    return systemd_or_user_dir("STATE_DIRECTORY", "XDG_STATE_HOME", ".local/state") / "voices"
+    return state_root() / "voices"
 
 
 @dataclass(frozen=True)
