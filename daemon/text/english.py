@@ -9,14 +9,15 @@ what no rule takes is left to espeak-ng, which reads plain numbers and words wel
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from functools import cache, partial
 
 from daemon.text import english_forms, numbers
-from daemon.text.english_forms import MONTHS
+from daemon.text.english_forms import Rule
 
-Rule = tuple[re.Pattern[str], Callable[[re.Match[str], str], str]]
-
+MONTHS = [
+    "January", "February", "March", "April", "May", "June",
+    "July", "August", "September", "October", "November", "December",
+]  # fmt: skip
 _MONTH_ABBREVIATIONS = {name[:3]: name for name in MONTHS} | {"Sept": "September"}
 _MONTH_NAMES = [*MONTHS, *(rf"{short}\.?" for short in _MONTH_ABBREVIATIONS)]
 _MONTH = rf"(?P<month>{'|'.join(_MONTH_NAMES)})"
@@ -92,6 +93,9 @@ _UNITS = {
     "GB": ("gigabyte", "gigabytes"),
     "MB": ("megabyte", "megabytes"),
     "TB": ("terabyte", "terabytes"),
+    "kbps": ("kilobit per second", "kilobits per second"),
+    "Mbps": ("megabit per second", "megabits per second"),
+    "Gbps": ("gigabit per second", "gigabits per second"),
 }
 _UNIT_SYMBOLS = "|".join(re.escape(unit) for unit in sorted(_UNITS, key=len, reverse=True))
 _BRITISH_SPELLING = (("meter", "metre"), ("liter", "litre"))
@@ -355,12 +359,15 @@ def _temperature(match: re.Match[str], language: str) -> str:
 
 
 def _ordinal(match: re.Match[str], language: str) -> str:
-    return numbers.ordinal(int(match.group(1)), language)
+    return numbers.ordinal(int(match.group(1).replace(",", "")), language)  # "1,000th"
 
 
 def _range(match: re.Match[str], language: str) -> str:
-    low, high = (numbers.cardinal(match.group(n), language) for n in (1, 2))
-    return f"{low} to {high}"
+    """ "10-12" → ten to twelve; two years ("1980-1986") as years."""
+    low, high = match.group(1), match.group(2)
+    if all(re.fullmatch(r"1[5-9]\d\d|20\d\d", part) for part in (low, high)):
+        return f"{_year(low, language)} to {_year(high, language)}"
+    return f"{numbers.cardinal(low, language)} to {numbers.cardinal(high, language)}"
 
 
 def spell(text: str, language: str) -> str:
@@ -486,7 +493,7 @@ def _figure_rules() -> list[Rule]:
             ),
             _unit,
         ),
-        (re.compile(r"\b(\d+)(?:st|nd|rd|th)\b"), _ordinal),
+        (re.compile(r"\b(\d{1,3}(?:,\d{3})+|\d+)(?:st|nd|rd|th)\b"), _ordinal),
         (re.compile(r"(?<![\w.,])(\d+)\s?[–-]\s?(\d+)(?![\w.,]\d)"), _range),
         (re.compile(r"\b(?P<letters>[A-Z]{1,3})(?P<digits>\d{1,5})(?P<suffix>[A-Z]?)\b"), _code),
         (re.compile(r"\b(\d{1,3})([A-Z])\b"), _number_letter),

@@ -1,7 +1,8 @@
-"""English readings of written forms that need more than one number in view: decades and
-ranges of years, fractions and mixed numbers, IP addresses, dotted dates, durations with
-seconds, money ranges and per-unit prices, magnitudes after amounts, math signs, Roman numerals
-of monarchs and chapters, and units written in capitals.
+"""English readings of written forms that need more than one number in view: decades,
+fractions and mixed numbers, IP addresses, durations with seconds, money ranges and per-unit
+prices, magnitudes after amounts, math signs, Roman numerals of monarchs and chapters; and forms
+rewritten into ones daemon.text.english reads (dotted dates as ISO dates, units in capitals as
+their symbols).
 
 `words` runs on every text; `before` ahead of daemon.text.english's figure rules (it takes the
 forms those would read number by number), `after` once they are done (it joins what they left:
@@ -17,10 +18,6 @@ from functools import cache
 from daemon.text import numbers
 
 Rule = tuple[re.Pattern[str], Callable[[re.Match[str], str], str]]
-MONTHS = [
-    "January", "February", "March", "April", "May", "June",
-    "July", "August", "September", "October", "November", "December",
-]  # fmt: skip
 
 # What a denominator is called, one and many; the rest are ordinals ("fifth", "fifths").
 _DENOMINATORS = {2: ("half", "halves"), 4: ("quarter", "quarters")}
@@ -35,19 +32,12 @@ _REGNAL = (
 _CHAPTER = "[Cc]hapter|[Pp]art|[Vv]olume|[Bb]ook|[Aa]ct|[Ss]cene|[Ss]ection|[Aa]rticle|[Pp]hase"
 _ROMAN = r"(?=[MDCLXVI])M{0,3}(?:CM|CD|D?C{0,3})(?:XC|XL|L?X{0,3})(?:IX|IV|V?I{0,3})"
 _ROMAN_VALUES = {"M": 1000, "D": 500, "C": 100, "L": 50, "X": 10, "V": 5, "I": 1}
-# Units that are written in capitals or small letters alike, and what they are called.
+# Units written in capitals or small letters alike ("12KG", "3 mbps"), and the symbol
+# daemon.text.english reads.
 _ANY_CASE_UNITS = {
-    "kg": ("kilogram", "kilograms"),
-    "km": ("kilometer", "kilometers"),
-    "cm": ("centimeter", "centimeters"),
-    "mm": ("millimeter", "millimeters"),
-    "mg": ("milligram", "milligrams"),
-    "kbps": ("kilobit per second", "kilobits per second"),
-    "mbps": ("megabit per second", "megabits per second"),
-    "gbps": ("gigabit per second", "gigabits per second"),
-    "kwh": ("kilowatt hour", "kilowatt hours"),
-    "mph": ("mile per hour", "miles per hour"),
-}
+    "kg": "kg", "km": "km", "cm": "cm", "mm": "mm", "mg": "mg", "kwh": "kWh", "mph": "mph",
+    "kbps": "kbps", "mbps": "Mbps", "gbps": "Gbps",
+}  # fmt: skip
 
 
 def _plural(words: str) -> str:
@@ -64,11 +54,6 @@ def _decade(match: re.Match[str], language: str) -> str:
 def _short_decade(match: re.Match[str], language: str) -> str:
     lead = match.group("lead").strip("'’")  # "the '80s": the apostrophe is not said
     return lead + _plural(numbers.cardinal(match.group("tens"), language))
-
-
-def _year_range(match: re.Match[str], language: str) -> str:
-    first, last = (numbers.year(int(match.group(n)), language) for n in (1, 2))
-    return f"{first} to {last}"
 
 
 def _fraction_words(numerator: int, denominator: int, language: str) -> str:
@@ -107,15 +92,12 @@ def _ip_address(match: re.Match[str], language: str) -> str:
 
 
 def _dotted_date(match: re.Match[str], language: str) -> str:
-    """15.01.2020 (day first, as it is written where dots are used)."""
+    """15.01.2020 (day first, as it is written where dots are used) as the ISO date that
+    daemon.text.english reads."""
     day, month, year = (int(match.group(n)) for n in (1, 2, 3))
     if not (1 <= month <= 12 and 1 <= day <= 31):
         return match.group(0)
-    name, ordinal = MONTHS[month - 1], numbers.ordinal(day, language)
-    said_year = numbers.year(year, language)
-    if language == "en_GB":
-        return f"the {ordinal} of {name}, {said_year}"
-    return f"{name} {ordinal}, {said_year}"
+    return f"{year:04d}-{month:02d}-{day:02d}"
 
 
 def _duration(match: re.Match[str], language: str) -> str:
@@ -153,10 +135,7 @@ def _chapter(match: re.Match[str], language: str) -> str:
 
 
 def _any_case_unit(match: re.Match[str], language: str) -> str:
-    singular, plural = _ANY_CASE_UNITS[match.group("unit").lower()]
-    amount = match.group("amount")
-    said = numbers.cardinal(amount, language)
-    return f"{said} {singular if amount in ('1', '1.0') else plural}"
+    return f"{match.group('amount')} {_ANY_CASE_UNITS[match.group('unit').lower()]}"
 
 
 def _per(match: re.Match[str], language: str) -> str:
@@ -186,7 +165,6 @@ def before() -> list[Rule]:
             ),
             _short_decade,
         ),
-        (re.compile(r"\b(1[5-9]\d\d|20\d\d)\s?[–-]\s?(1[5-9]\d\d|20\d\d)\b"), _year_range),
         (
             re.compile(
                 r"(?<![$£€¥₹\d.,])\b(?P<whole>\d+)\s+(?P<num>\d{1,2})/(?P<den>\d{1,2})\b(?!/)"
@@ -211,10 +189,6 @@ def before() -> list[Rule]:
                 re.IGNORECASE,
             ),
             _any_case_unit,
-        ),
-        (
-            re.compile(r"\b(\d{1,3}(?:,\d{3})+)(?:st|nd|rd|th)\b"),
-            lambda m, language: numbers.ordinal(int(m.group(1).replace(",", "")), language),
         ),
     ]
 
