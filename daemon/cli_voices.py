@@ -206,10 +206,11 @@ def cmd_show(args: argparse.Namespace) -> int:
     described["settings"] = voice_config.model_dump(mode="json")
     if voice_config.family == "vits":
         from daemon.voices import loudness
-        from edge_build.loudness import record_for
+        from daemon.voices.vits import loudness_record, voice_files
 
         store = config.runtime.artifact_dir or default_store()
-        measured = loudness.read(record_for(args.name, voice_config, store))
+        record = loudness_record(store, *voice_files(args.name, voice_config), voice_config)
+        measured = loudness.read(record)
         described["loudness"] = None if measured is None else measured.as_dict()
     if args.json:
         print(json.dumps(described, indent=2, ensure_ascii=False))

@@ -16,7 +16,7 @@ from daemon.files import replaced_atomically
 from daemon.runtime.ort_cpu import OrtCpuBackend
 from daemon.voices import loudness
 from daemon.voices.base import SpeechOptions
-from daemon.voices.vits import VitsVoice, loudness_settings, voice_files
+from daemon.voices.vits import VitsVoice, loudness_record, voice_files
 from edge_build.artifact_writer import BuildResult
 
 # Announcement-like sentences, read in each language; numbers where there are none (espeak-ng
@@ -90,8 +90,7 @@ def measure(voice: VitsVoice, progress: Callable[[str], None]) -> loudness.Loudn
 
 
 def record_for(name: str, config: VitsVoiceConfig, store: Path) -> Path:
-    model, voice_json = voice_files(name, config)
-    return loudness.record_path(store, model, voice_json, loudness_settings(config))
+    return loudness_record(store, *voice_files(name, config), config)
 
 
 def build_loudness(

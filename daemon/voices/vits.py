@@ -104,9 +104,11 @@ def _read_piper_config(name: str, json_path: Path):
     return raw, piper_config
 
 
-def loudness_settings(config: VitsVoiceConfig) -> dict[str, Any]:
-    """The settings a loudness record is measured with (and keyed by)."""
-    return config.model_dump(mode="json", include={"length_scale", "noise_scale", "noise_w"})
+def loudness_record(store: Path, model: Path, json_path: Path, config: VitsVoiceConfig) -> Path:
+    """Where `fastvoice build` keeps the voice's measured loudness: keyed by its files as loaded
+    and the settings it is measured with."""
+    settings = config.model_dump(mode="json", include={"length_scale", "noise_scale", "noise_w"})
+    return loudness.record_path(store, model, json_path, settings)
 
 
 class VitsVoice(Voice):
@@ -124,10 +126,7 @@ class VitsVoice(Voice):
         model, json_path = voice_files(name, config)
         self.loudness = None
         if loudness_store is not None and config.normalize:
-            record = loudness.record_path(
-                loudness_store, model, json_path, loudness_settings(config)
-            )
-            self.loudness = loudness.read(record)
+            self.loudness = loudness.read(loudness_record(loudness_store, model, json_path, config))
         # What was loaded, fixed at load time: the phrase cache keys on it for every request.
         self._files = (model, json_path)
         self._identity = {
