@@ -157,8 +157,12 @@ def _validated(model: type[BaseModel], data: dict[str, Any]) -> Any:
         return model.model_validate(data)
     except ValidationError as error:
         job_id = data.get("id") if isinstance(data.get("id"), str) else None
-        message = format_validation_error(error, noun="field")
-        raise CommandError(message.replace("\n", "; "), job_id) from None
+        message = format_validation_error(error, noun="field").replace("\n", "; ")
+        if any(
+            item["type"] == "extra_forbidden" and len(item["loc"]) == 1 for item in error.errors()
+        ):
+            message += f" (the fields are {', '.join(model.model_fields)})"
+        raise CommandError(message, job_id) from None
 
 
 def check_reply_topic(command: SayCommand, base_topic: str, prefixes: list[str]) -> None:

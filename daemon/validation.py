@@ -13,7 +13,7 @@ from pydantic import ValidationError
 def _describe(error: dict[str, Any], noun: str) -> str:
     """One line per error: 'key.path: value is wrong because ...'. A union member's tag
     ('<name>') is not a key the user wrote: it is left out of the path."""
-    parts = [str(part) for part in error["loc"]]
+    parts = [str(part) or '""' for part in error["loc"]]  # a key with an empty name shows as ""
     path = ".".join(part for part in parts if not part.startswith("<")) or "(top level)"
     kind = error["type"]
     ctx = error.get("ctx", {})
