@@ -494,7 +494,13 @@ def _figure_rules() -> list[Rule]:
             _unit,
         ),
         (re.compile(r"\b(\d{1,3}(?:,\d{3})+|\d+)(?:st|nd|rd|th)\b"), _ordinal),
-        (re.compile(r"(?<![\w.,])(\d+)\s?[–-]\s?(\d+)(?![\w.,]\d)"), _range),
+        (
+            re.compile(
+                r"(?<![\w.,])(\d{1,3}(?:,\d{3})+|\d+)\s?[–-]\s?(\d{1,3}(?:,\d{3})+|\d+)"
+                r"(?!\d|[\w.,]\d)"
+            ),
+            _range,
+        ),
         (re.compile(r"\b(?P<letters>[A-Z]{1,3})(?P<digits>\d{1,5})(?P<suffix>[A-Z]?)\b"), _code),
         (re.compile(r"\b(\d{1,3})([A-Z])\b"), _number_letter),
         (
