@@ -20,12 +20,12 @@ from typing import Any
 
 import numpy as np
 
-from daemon.audio.piece import AudioPiece
+from daemon.audio.piece import AudioPiece, WordTiming
 from daemon.files import replaced_atomically
 
 log = logging.getLogger(__name__)
 
-MAGIC = b"FVC1"
+MAGIC = b"FVC2"  # 2: word timings with each piece
 SUFFIX = ".fvc"
 _LENGTH = struct.Struct("<I")
 
@@ -145,7 +145,15 @@ def _encode(sample_rate: int, pieces: list[AudioPiece]) -> bytes:
     header = json.dumps(
         {
             "sample_rate": sample_rate,
-            "pieces": [[len(p.samples), p.sentence_end, p.silence] for p in pieces],
+            "pieces": [
+                [
+                    len(p.samples),
+                    p.sentence_end,
+                    p.silence,
+                    [[w.word, w.start_s, w.end_s] for w in p.words],
+                ]
+                for p in pieces
+            ],
             "sha256": hashlib.sha256(payload).hexdigest(),
         }
     ).encode()
@@ -163,9 +171,10 @@ def _decode(data: bytes) -> tuple[int, list[AudioPiece]] | None:
             return None
         samples = np.frombuffer(payload, dtype="<f4").astype(np.float32)
         pieces, offset = [], 0
-        for count, sentence_end, silence in header["pieces"]:
+        for count, sentence_end, silence, timed in header["pieces"]:
             piece = samples[offset : offset + count]
-            pieces.append(AudioPiece(piece, bool(sentence_end), silence=bool(silence)))
+            words = tuple(WordTiming(str(w), float(s), float(e)) for w, s, e in timed)
+            pieces.append(AudioPiece(piece, bool(sentence_end), silence=bool(silence), words=words))
             offset += count
         if offset != len(samples):
             return None

@@ -36,6 +36,7 @@ LOCAL_ONLY_OPTIONS = (
     "noise_w",
     "sentence_pause",
     "no_cache",
+    "captions",
 )
 
 
@@ -161,13 +162,24 @@ def _say_here(args: argparse.Namespace, text: str) -> int:
     )
     cache = None if args.no_cache else phrase_cache(config.cache)
     chime = config.sounds.chime_for(args.chime, args.priority)
+    if args.captions is not None:
+        from daemon.captions import form_of
+
+        form_of(args.captions)  # a name that gives no format is refused before any audio
+        if not voice.times_words:
+            raise FastvoiceError(
+                f"voice {voice.info.name!r} gives no word timings for --captions: they come "
+                "from its encoder artifact (run `fastvoice build`)"
+            )
     synthesizer = Synthesizer(registry, Settings(config), cache)
     chunks = synthesizer.synthesize(text, voice.info.name, options, chime=chime)
     first = next(chunks)
-    blocks = synthesizer.joined(itertools.chain([first], chunks), rate, args.sentence_pause)
+    clock = synthesizer.word_clock(rate, args.sentence_pause)
+    pieces = clock.follow(itertools.chain([first], chunks))
+    blocks = synthesizer.joined(pieces, rate, args.sentence_pause)
     if args.raw:
-        return _write_raw(blocks)
-    if player is None:
+        _write_raw(blocks)
+    elif player is None:
         from daemon.audio.wav import write_wav
 
         try:
@@ -175,13 +187,25 @@ def _say_here(args: argparse.Namespace, text: str) -> int:
         except OSError as error:
             raise FastvoiceError(f"cannot write {args.output}: {error.strerror or error}") from None
         log.info("wrote %s: %.2f s at %d Hz", args.output, frames / rate, rate)
-        return 0
-    try:
-        player.play(blocks, rate)
-    except KeyboardInterrupt:
-        player.stop()
-        raise
+    else:
+        try:
+            player.play(blocks, rate)
+        except KeyboardInterrupt:
+            player.stop()
+            raise
+    if args.captions is not None:
+        from daemon import captions
+
+        captions.save(args.captions, captions.cues(_written(text), clock.words))
+        log.info("wrote %s: %d cues", args.captions, len(clock.words))
     return 0
+
+
+def _written(text: str) -> str | None:
+    """The text captions show, where it is plain text (SSML: the words as said)."""
+    from daemon.text.ssml import is_ssml
+
+    return None if is_ssml(text) else text
 
 
 def _write_raw(blocks: Iterable[np.ndarray]) -> int:
@@ -209,7 +233,8 @@ def cmd_text(args: argparse.Namespace) -> int:
     registry, _ = _setup(config)
     synthesizer = Synthesizer(registry, Settings(config))
     voice = registry.require(args.voice)
-    for item in synthesizer.script(_read_text(args.text), voice, ssml=args.ssml):
+    text = _read_text(args.text)
+    for item in synthesizer.script(text, voice, ssml=args.ssml):
         print(describe(item, voice))
         if args.phonemes and isinstance(item, Utterance):
             spoken = registry.get(item.voice)
@@ -219,7 +244,22 @@ def cmd_text(args: argparse.Namespace) -> int:
                 continue
             for sentence in phonemize(item.parts):
                 print("    " + "".join(sentence))
+    if args.timings:
+        _print_timings(synthesizer, text, voice, args.ssml)
     return 0
+
+
+def _print_timings(synthesizer, text: str, voice: str, ssml: bool) -> None:
+    """When each word is heard (seconds from the start of the audio), as captions show it."""
+    from daemon import captions
+
+    clock = synthesizer.word_clock(synthesizer.voices.get(voice).info.sample_rate)
+    for _ in clock.follow(synthesizer.synthesize(text, voice, ssml=ssml)):
+        pass
+    if not clock.words:
+        print("(the voice gives no word timings)")
+    for cue in captions.cues(None if ssml else _written(text), clock.words):
+        print(f"{cue.start_s:7.2f} {cue.end_s:7.2f}  {cue.text}")
 
 
 def cmd_voices(args: argparse.Namespace) -> int:
@@ -470,6 +510,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     say.add_argument("--device", type=_device, help="output device name or index")
     say.add_argument(
+        "--captions",
+        type=Path,
+        metavar="FILE",
+        help="write the words' timings too: FILE.vtt (WebVTT), FILE.srt or FILE.json",
+    )
+    say.add_argument(
         "--length-scale", type=_bounded_float(0, 5, low_inclusive=False), help="> 1 is slower"
     )
     say.add_argument("--noise-scale", type=_bounded_float(0, 2), help="generator noise")
@@ -515,6 +561,11 @@ def build_parser() -> argparse.ArgumentParser:
     text.add_argument("text", help="text or SSML, or - to read standard input")
     text.add_argument("--voice", help="voice name (see `fastvoice voices`)")
     text.add_argument("--phonemes", action="store_true", help="print the phonemes too")
+    text.add_argument(
+        "--timings",
+        action="store_true",
+        help="synthesize, and print when each word is heard (as captions show it)",
+    )
     text.add_argument(
         "--ssml", action="store_true", help="read the text as SSML even without <speak>"
     )

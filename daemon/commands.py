@@ -82,6 +82,11 @@ class SayCommand(BaseModel):
         False,
         description="without `at`: start queue.sync_lead_s after the box received it",
     )
+    captions: bool = Field(
+        False,
+        description="a `words` event per sentence before it is heard: its words with their "
+        "start and end in ms from the job's first sample",
+    )
 
     _topic = field_validator("reply_topic")(_plain_topic)
 

@@ -19,6 +19,7 @@ from daemon.audio.pcm_stream import encode_chunk
 from daemon.audio.piece import AudioPiece
 from daemon.audio.player import Player
 from daemon.audio.wav import wav_bytes
+from daemon.captions import Cue
 from daemon.errors import FastvoiceError, reason_code
 from daemon.jobs import Job, JobQueue
 from daemon.quiet_hours import quiet_for
@@ -165,7 +166,10 @@ class Lane(threading.Thread):
         command = job.command
         voice = self.synthesizer.voices.get(command.voice)
         rate = voice.info.sample_rate
-        blocks = self.synthesizer.joined(self._sentences(job, rate), rate)
+        pieces = self._sentences(job, rate)
+        if command.captions:
+            pieces = self._captioned(job, pieces, rate)
+        blocks = self.synthesizer.joined(pieces, rate)
         published: list[np.ndarray] = []
         if command.output in ("publish", "both"):
             blocks = self._tee(blocks, published, command.reply_topic, command.format, rate)
@@ -182,6 +186,17 @@ class Lane(threading.Thread):
             raise Interrupted
         if command.output != "play" and command.format == "wav":
             self.publish(command.reply_topic, wav_bytes(published, rate))
+
+    def _captioned(self, job: Job, pieces: Iterator[AudioPiece], rate: int) -> Iterator[AudioPiece]:
+        """Each sentence's words as an event, when its first piece is made (ahead of its
+        audio, which the player still has to reach)."""
+        clock = self.synthesizer.word_clock(rate)
+        for piece in pieces:
+            words = clock.place(piece)
+            if words:
+                timed = [Cue(w.start_s, w.end_s, w.word).as_dict() for w in words]
+                self.emit("words", job, words=timed)
+            yield piece
 
     def _timed(
         self, job: Job, blocks: Iterator[np.ndarray]

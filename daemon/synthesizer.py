@@ -17,6 +17,7 @@ from daemon.audio.pcm import join_sentences
 from daemon.audio.piece import AudioPiece
 from daemon.audio.sounds import NO_SOUND, SoundLibrary
 from daemon.cache import PhraseCache, cache_key
+from daemon.captions import WordClock
 from daemon.errors import TextError
 from daemon.settings import Settings
 from daemon.text.prepare import prepare
@@ -62,16 +63,30 @@ class Synthesizer:
         pause = audio.sentence_pause_s if pause_s is None else pause_s
         return join_sentences(pieces, rate, pause, audio.fade_ms)
 
+    def word_clock(self, rate: int, pause_s: float | None = None) -> WordClock:
+        """A clock for the words of pieces joined by `joined` with the same `pause_s`."""
+        audio = self.settings.config.audio
+        return WordClock(rate, audio.sentence_pause_s if pause_s is None else pause_s)
+
     def rendered(
-        self, text: str, voice: str | None, options: SpeechOptions, *, ssml: bool = False
+        self,
+        text: str,
+        voice: str | None,
+        options: SpeechOptions,
+        *,
+        ssml: bool = False,
+        clock: WordClock | None = None,
     ) -> Iterator[np.ndarray]:
-        """A request answered beside the queue, joined; an unknown voice raises here, the
-        rest at the first block. Made while holding one of the `max_requests` places (taken at
-        the first block, given back at the end, or when the client goes and the generator is
-        closed)."""
+        """A request answered beside the queue, joined (its words timed on `clock`); an
+        unknown voice raises here, the rest at the first block. Made while holding one of the
+        `max_requests` places (taken at the first block, given back at the end, or when the
+        client goes and the generator is closed)."""
         name = self.voices.require(voice)
         rate = self.voices.get(name).info.sample_rate
-        return self._admitted(self.joined(self.synthesize(text, name, options, ssml=ssml), rate))
+        pieces = self.synthesize(text, name, options, ssml=ssml)
+        if clock is not None:
+            pieces = clock.follow(pieces)
+        return self._admitted(self.joined(pieces, rate))
 
     def _admitted(self, blocks: Iterator[np.ndarray]) -> Iterator[np.ndarray]:
         with self.admission:

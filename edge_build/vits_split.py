@@ -1,6 +1,8 @@
 """Split a Piper VITS graph at the decoder input: encoder (text → latent frames) and decoder
 (latent frames → waveform). The decoder is convolutional, so it can run over overlapping windows
 of frames and the first audio of a long sentence comes after one window, not the whole sentence.
+The encoder also gives the frames of each phoneme id (piper-tts's alignment tensor), from which
+the voice times its words for captions.
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ def split_vits(source: Path, directory: Path) -> tuple[Path, Path] | None:
     graph_inputs = [value.name for value in model.graph.input]
     extractor = onnx.utils.Extractor(model)
     encoder, decoder = directory / "encoder.onnx", directory / "decoder.onnx"
-    encoder_model = extractor.extract_model(graph_inputs, boundary)
+    encoder_model = extractor.extract_model(graph_inputs, boundary + _alignment(model))
     decoder_model = extractor.extract_model(boundary, [OUTPUT])
     if any(value.name in graph_inputs for value in decoder_model.graph.input):
         return None
@@ -59,6 +61,16 @@ def split_vits(source: Path, directory: Path) -> tuple[Path, Path] | None:
     onnx.save(encoder_model, str(encoder))
     onnx.save(decoder_model, str(decoder))
     return encoder, decoder
+
+
+def _alignment(model) -> list[str]:
+    """The tensor of frames per phoneme id, where the graph has one (one Ceil node)."""
+    from piper.patch_voice_with_alignment import add_alignment_output
+
+    try:
+        return [add_alignment_output(model)]
+    except ValueError:  # no Ceil, or several: the voice speaks, without word timings
+        return []
 
 
 def _name_latent_dims(model, value) -> None:

@@ -43,6 +43,7 @@ def test_json_payload_with_every_field():
         "expires_s": 30,
         "at": 1796346000000,
         "sync": False,
+        "captions": True,
     }
     command = parse_say(json.dumps(payload).encode(), LIMIT)
     assert command.model_dump() == payload

@@ -180,8 +180,11 @@ def openapi_document() -> dict[str, Any]:
     speech = openai_speech.SpeechRequest.model_json_schema(
         ref_template="#/components/schemas/{model}"
     )
-    schemas = {"SayCommand": say, "SpeechRequest": speech}
-    for schema in (say, speech):
+    captioned = openai_speech.CaptionedSpeechRequest.model_json_schema(
+        ref_template="#/components/schemas/{model}"
+    )
+    schemas = {"SayCommand": say, "SpeechRequest": speech, "CaptionedSpeechRequest": captioned}
+    for schema in (say, speech, captioned):
         schemas.update(schema.pop("$defs", {}))
 
     def body(name: str) -> dict[str, Any]:
@@ -203,6 +206,9 @@ def openapi_document() -> dict[str, Any]:
             "/api/events": {"get": {"responses": ok}},
             "/api/tts": {"get": {"responses": ok}},
             "/v1/audio/speech": {"post": {"requestBody": body("SpeechRequest"), "responses": ok}},
+            "/v1/audio/speech/with-captions": {
+                "post": {"requestBody": body("CaptionedSpeechRequest"), "responses": ok}
+            },
             "/v1/models": {"get": {"responses": ok}},
             "/v1/audio/voices": {"get": {"responses": ok}},
             "/metrics": {"get": {"responses": ok}},
@@ -259,6 +265,11 @@ def build_app(ports: HttpPorts) -> Starlette:
         ("/api/events", routes.events, ["GET"]),
         ("/api/tts", routes.tts, ["GET"]),
         ("/v1/audio/speech", lambda r: openai_speech.speech(ports, r), ["POST"]),
+        (
+            "/v1/audio/speech/with-captions",
+            lambda r: openai_speech.speech_with_captions(ports, r),
+            ["POST"],
+        ),
         ("/v1/models", lambda r: openai_speech.models(ports, r), ["GET"]),
         ("/v1/audio/voices", lambda r: openai_speech.voices(ports, r), ["GET"]),
         ("/metrics", routes.metrics, ["GET"]),

@@ -6,17 +6,20 @@ whole by libsndfile (soundfile). At most as many requests at once as the service
 from __future__ import annotations
 
 import asyncio
+import base64
 import io
 from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import JSONResponse, Response, StreamingResponse
 
+from daemon import captions
 from daemon.adapters.http_common import HttpError, HttpPorts
 from daemon.audio.pcm import to_int16
-from daemon.audio.wav import streaming_header
+from daemon.audio.wav import streaming_header, wav_bytes
 from daemon.errors import FastvoiceError
+from daemon.text.ssml import is_ssml
 from daemon.voices.base import SpeechOptions
 
 MEDIA_TYPES = {
@@ -31,19 +34,25 @@ ENCODED = {"flac": ("FLAC", "PCM_16"), "mp3": ("MP3", "MPEG_LAYER_III"), "opus":
 OPUS_RATES = (8000, 12000, 16000, 24000, 48000)
 
 
+def _checked(ports: HttpPorts, text: str, voice: str | None, response_format: str) -> str:
+    """The voice's name; a bad format, text or voice is refused before any audio."""
+    if response_format not in MEDIA_TYPES:
+        supported = ", ".join(MEDIA_TYPES)
+        raise HttpError(400, f"response_format {response_format!r}: no encoder here ({supported})")
+    try:
+        name = ports.synthesizer.voices.require(voice)
+        ports.synthesizer.script(text, name)
+    except FastvoiceError as error:
+        raise HttpError(400, str(error)) from None
+    return name
+
+
 async def rendered(
     ports: HttpPorts, text: str, voice: str | None, response_format: str, speed: float
 ) -> Response:
     """The audio of `text` in a format; a bad text or voice is refused before any audio."""
-    if response_format not in MEDIA_TYPES:
-        supported = ", ".join(MEDIA_TYPES)
-        raise HttpError(400, f"response_format {response_format!r}: no encoder here ({supported})")
+    name = _checked(ports, text, voice, response_format)
     synthesizer = ports.synthesizer
-    try:
-        name = synthesizer.voices.require(voice)
-        synthesizer.script(text, name)  # refused here, before a status line is sent
-    except FastvoiceError as error:
-        raise HttpError(400, str(error)) from None
     rate = synthesizer.voices.get(name).info.sample_rate
     blocks = synthesizer.rendered(text, name, SpeechOptions(rate=speed))
     if response_format in ("wav", "pcm"):
@@ -63,13 +72,51 @@ async def rendered(
 
         headers = {"X-Sample-Rate": str(rate)}
         return StreamingResponse(stream(), media_type=MEDIA_TYPES[response_format], headers=headers)
+    encoded = await _whole(blocks, rate, response_format)
+    return Response(encoded, media_type=MEDIA_TYPES[response_format])
+
+
+async def captioned(
+    ports: HttpPorts,
+    text: str,
+    voice: str | None,
+    response_format: str,
+    speed: float,
+    captions_format: str,
+) -> Response:
+    """The audio of `text` (base64, whole) and its captions from the same synthesis, in one
+    JSON answer: the words' times are those of this audio."""
+    name = _checked(ports, text, voice, response_format)
+    synthesizer = ports.synthesizer
+    rate = synthesizer.voices.get(name).info.sample_rate
+    clock = synthesizer.word_clock(rate)
+    blocks = synthesizer.rendered(text, name, SpeechOptions(rate=speed), clock=clock)
+    encoded = await _whole(blocks, rate, response_format)
+    track = captions.cues(None if is_ssml(text) else text, clock.words)
+    return JSONResponse(
+        {
+            "audio_base64": base64.b64encode(encoded).decode("ascii"),
+            "response_format": response_format,
+            "sample_rate": rate,
+            "captions_format": captions_format,
+            "captions": captions.rendered(track, captions_format),
+            "words": [cue.as_dict() for cue in track],
+        }
+    )
+
+
+async def _whole(blocks: Iterator[np.ndarray], rate: int, response_format: str) -> bytes:
+    """The whole audio in an encoded format (PCM: raw 16-bit samples)."""
     audio = await asyncio.to_thread(lambda: np.concatenate([np.zeros(0, np.float32), *blocks]))
+    if response_format == "pcm":
+        return to_int16(audio).tobytes()
+    if response_format == "wav":
+        return wav_bytes([audio], rate)
     try:
-        encoded = await asyncio.to_thread(_encoded, audio, rate, response_format)
+        return await asyncio.to_thread(_encoded, audio, rate, response_format)
     except (ImportError, RuntimeError, ValueError, TypeError) as error:
         message = f"response_format {response_format!r}: this box cannot encode it ({error})"
         raise HttpError(501, message) from None
-    return Response(encoded, media_type=MEDIA_TYPES[response_format])
 
 
 class _OwnThread:

@@ -5,13 +5,13 @@ shape lives here; daemon.adapters.http_audio renders the audio beside the queue 
 from __future__ import annotations
 
 import asyncio
-from typing import Literal
+from typing import Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from daemon.adapters.http_audio import rendered
+from daemon.adapters.http_audio import captioned, rendered
 from daemon.adapters.http_common import HttpError, HttpPorts, read_body
 from daemon.validation import format_validation_error
 
@@ -30,13 +30,39 @@ class SpeechRequest(BaseModel):
     stream_format: Literal["audio"] | None = None
 
 
+class CaptionedSpeechRequest(SpeechRequest):
+    """OpenAI's request body, and the captions' format (fastvoice's own route)."""
+
+    captions_format: Literal["vtt", "srt", "json"] = "vtt"
+
+
+Asked = TypeVar("Asked", bound=SpeechRequest)
+
+
 async def speech(ports: HttpPorts, request: Request) -> Response:
+    asked = await _asked(ports, request, SpeechRequest)
+    return await rendered(ports, asked.input, asked.voice, asked.response_format, asked.speed)
+
+
+async def speech_with_captions(ports: HttpPorts, request: Request) -> Response:
+    """The audio and its captions in one answer (both from one synthesis)."""
+    asked = await _asked(ports, request, CaptionedSpeechRequest)
+    return await captioned(
+        ports,
+        asked.input,
+        asked.voice,
+        asked.response_format,
+        asked.speed,
+        asked.captions_format,
+    )
+
+
+async def _asked(ports: HttpPorts, request: Request, model: type[Asked]) -> Asked:
     body = await read_body(request, ports.settings.config.http.max_body_bytes)
     try:
-        asked = SpeechRequest.model_validate_json(body)
+        return model.model_validate_json(body)
     except ValidationError as error:
         raise HttpError(400, format_validation_error(error, noun="field")) from None
-    return await rendered(ports, asked.input, asked.voice, asked.response_format, asked.speed)
 
 
 async def models(ports: HttpPorts, request: Request) -> Response:

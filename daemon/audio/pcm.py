@@ -37,24 +37,44 @@ def fade_edges(
     return faded
 
 
+class SentenceLayout:
+    """Where the pause between sentences goes as pieces are joined: one rule for the audio
+    (`join_sentences`) and for anything timed against it (captions)."""
+
+    def __init__(self) -> None:
+        self.starts_sentence, self.paused = True, True
+
+    def place(self, piece: AudioPiece) -> tuple[bool, bool]:
+        """(a pause goes before this piece, it starts a sentence)."""
+        if piece.silence:
+            self.starts_sentence, self.paused = True, True
+            return False, True
+        placed = (self.starts_sentence and not self.paused, self.starts_sentence)
+        self.starts_sentence, self.paused = piece.sentence_end, False
+        return placed
+
+
+def pause_samples(sample_rate: int, pause_s: float) -> int:
+    return int(sample_rate * pause_s)
+
+
 def join_sentences(
     pieces: Iterable[AudioPiece], sample_rate: int, pause_s: float, fade_ms: float
 ) -> Iterator[np.ndarray]:
     """Pieces of sentences as one stream: a sentence fades in and out, pieces inside a sentence
     join untouched, and `pause_s` of silence separates sentences, unless the text asked for a
     silence of its own there."""
-    pause = np.zeros(int(sample_rate * pause_s), dtype=np.float32)
-    starts_sentence, paused = True, True
+    pause = np.zeros(pause_samples(sample_rate, pause_s), dtype=np.float32)
+    layout = SentenceLayout()
     for piece in pieces:
+        pause_before, starts_sentence = layout.place(piece)
         if piece.silence:
-            starts_sentence, paused = True, True
             if piece.samples.size:
                 yield piece.samples
             continue
-        if starts_sentence and not paused and pause.size:
+        if pause_before and pause.size:
             yield pause
         yield fade_edges(piece.samples, sample_rate, fade_ms, starts_sentence, piece.sentence_end)
-        starts_sentence, paused = piece.sentence_end, False
 
 
 def to_int16(samples: np.ndarray) -> np.ndarray:

@@ -28,7 +28,7 @@ from daemon.files import systemd_or_user_dir
 log = logging.getLogger(__name__)
 
 MANIFEST = "manifest.json"
-FORMAT = 2  # 2: each file's fast checksum beside its sha256
+FORMAT = 3  # 2: each file's fast checksum beside its sha256; 3: a VITS encoder's durations
 FAST_HASH = "xxh3_128"
 
 

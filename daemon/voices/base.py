@@ -52,6 +52,11 @@ class Voice(ABC):
     def identity(self) -> dict[str, Any]:
         """Everything that shapes this voice's audio (files and settings): a phrase cache key."""
 
+    @property
+    def times_words(self) -> bool:
+        """Whether its pieces carry their words' timings (captions)."""
+        return False
+
     def changed_on_disk(self) -> bool:
         """Whether the files it was loaded from have been replaced since (a reinstall)."""
         return False

@@ -15,13 +15,13 @@ from typing import Any
 import numpy as np
 
 from daemon.audio.limiter import LookaheadLimiter
-from daemon.audio.piece import AudioPiece
+from daemon.audio.piece import AudioPiece, WordTiming
 from daemon.config import VitsVoiceConfig
 from daemon.errors import GpuOutOfMemory, TextError, VoiceError
 from daemon.runtime.artifacts import source_identity
 from daemon.runtime.base import Backend, Stage
 from daemon.text.script import Part, Phonemes, Utterance, join_words
-from daemon.voices import loudness
+from daemon.voices import loudness, word_timing
 from daemon.voices.base import SpeechOptions, Voice, VoiceInfo
 
 REQUIRED_INPUTS = {"input", "input_lengths", "scales"}
@@ -151,6 +151,12 @@ class VitsVoice(Voice):
             stages = (self.whole.report,)
         self._check_graph()
         self._check_espeak_voice()
+        # The encoder's output the decoder does not read: frames per phoneme id (word timings).
+        self._durations = None
+        if self.encoder is not None and self.decoder is not None:
+            latent = {spec.name for spec in self.decoder.inputs}
+            extra = [spec.name for spec in self.encoder.outputs if spec.name not in latent]
+            self._durations = extra[0] if len(extra) == 1 else None
         language = raw.get("language", {}).get("code") or self.piper.espeak_voice
         self.info = VoiceInfo(
             name=name,
@@ -164,6 +170,10 @@ class VitsVoice(Voice):
 
     def identity(self) -> dict[str, Any]:
         return self._identity
+
+    @property
+    def times_words(self) -> bool:
+        return self._durations is not None
 
     def changed_on_disk(self) -> bool:
         model, json_path = self._files
@@ -324,34 +334,68 @@ class VitsVoice(Voice):
         rate = self.piper.sample_rate
         for phonemes in self.phonemes(sentence):
             feeds = self._feeds(self.phoneme_ids(phonemes), options, speaker)
+            words: tuple[WordTiming, ...] = ()
             if not self.streaming:
                 pieces = self._decode_whole(feeds)
             else:
-                pieces = self._decode_windows(feeds, stream_short=measured is not None)
+                latent = self._encode(feeds)
+                if self._durations is not None:
+                    words = self._time_words(sentence, phonemes, latent.pop(self._durations))
+                pieces = self._decode_windows(latent, stream_short=measured is not None)
             if measured is not None:
                 limiter = LookaheadLimiter(rate, loudness.CEILING)
                 for audio, last in pieces:
-                    yield AudioPiece(limiter.process(audio * np.float32(measured), last), last)
+                    yield AudioPiece(
+                        limiter.process(audio * np.float32(measured), last), last, words=words
+                    )
+                    words = ()
                 continue
             gain = _StreamingGain(rate) if self.config.normalize else None
             for audio, last in pieces:
                 if gain is not None:
                     audio = gain.apply(audio)
-                yield AudioPiece(np.clip(audio, -1.0, 1.0), last)
+                yield AudioPiece(np.clip(audio, -1.0, 1.0), last, words=words)
+                words = ()
+
+    def _time_words(
+        self, sentence: str | tuple[Part, ...], phonemes: list[str], frames: np.ndarray
+    ) -> tuple[WordTiming, ...]:
+        """The sentence's words with when they are said; none when the frames do not fit."""
+        seconds_per_frame = self.piper.hop_length / self.piper.sample_rate
+        said = word_timing.phoneme_word_spans(
+            phonemes, self.piper.phoneme_id_map, frames, seconds_per_frame
+        )
+        if not said:
+            return ()
+        parts = (sentence,) if isinstance(sentence, str) else sentence
+        written = [
+            word
+            for part in parts
+            for word in (part.split() if isinstance(part, str) else [f"[{part.symbols}]"])
+        ]
+
+        def own_phonemes(word: str) -> str:
+            if word.startswith("[") and word.endswith("]"):
+                return word[1:-1]
+            return "".join(symbol for said in self._phonemize(word) for symbol in said)
+
+        return tuple(word_timing.time_words(written, said, own_phonemes))
+
+    def _encode(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        assert self.encoder is not None
+        names = (spec.name for spec in self.encoder.outputs)
+        return dict(zip(names, self.encoder.run(feeds), strict=True))
 
     def _decode_whole(self, feeds: Mapping[str, np.ndarray]) -> Iterator[tuple[np.ndarray, bool]]:
         assert self.whole is not None
         yield self.whole.run(feeds)[0].reshape(-1).astype(np.float32), True
 
     def _decode_windows(
-        self, feeds: Mapping[str, np.ndarray], stream_short: bool
+        self, latent: Mapping[str, np.ndarray], stream_short: bool
     ) -> Iterator[tuple[np.ndarray, bool]]:
-        """Encoder once, then the decoder over windows of latent frames with context; a short
+        """The decoder over windows of the encoder's latent frames with context; a short
         sentence in one window unless `stream_short`."""
-        assert self.encoder is not None and self.decoder is not None
-        latent = dict(
-            zip((s.name for s in self.encoder.outputs), self.encoder.run(feeds), strict=True)
-        )
+        assert self.decoder is not None
         frames = max(value.shape[-1] for value in latent.values())
         rate = self.piper.sample_rate
         start, made_s, first_yield = 0, 0.0, 0.0
