@@ -93,6 +93,15 @@ _UNITS = {
     "GB": ("gigabyte", "gigabytes"),
     "MB": ("megabyte", "megabytes"),
     "TB": ("terabyte", "terabytes"),
+    "kg/m³": ("kilogram per cubic meter", "kilograms per cubic meter"),
+    "m³/h": ("cubic meter per hour", "cubic meters per hour"),
+    "m²": ("square meter", "square meters"),
+    "m³": ("cubic meter", "cubic meters"),
+    "km²": ("square kilometer", "square kilometers"),
+    "cm²": ("square centimeter", "square centimeters"),
+    "ft²": ("square foot", "square feet"),
+    "tbsp": ("tablespoon", "tablespoons"),
+    "tsp": ("teaspoon", "teaspoons"),
     "kbps": ("kilobit per second", "kilobits per second"),
     "Mbps": ("megabit per second", "megabits per second"),
     "Gbps": ("gigabit per second", "gigabits per second"),
@@ -416,7 +425,7 @@ def _figure_rules() -> list[Rule]:
             re.compile(
                 r"(?<!\w)(?:\+\d{1,3}(?:[ .-]?\(?\d+\)?){2,}"
                 r"|\(\d{3}\) ?\d{3}[ .-]\d{4}"
-                r"|\b\d{3}[.-]\d{3}[.-]\d{4}"
+                r"|\b(?:1[ .-])?\d{3}[.-]\d{3}[.-]\d{4}"
                 r"|\b0\d{2,4}[ -]\d{3,4}(?:[ -]\d{3,4})?"
                 r"|\b\d{3}-\d{4})\b(?![.,]?\d)"
             ),

@@ -1,6 +1,7 @@
 """English readings of written forms that need more than one number in view: decades,
 fractions and mixed numbers, IP addresses, durations with seconds, money ranges and per-unit
-prices, magnitudes after amounts, math signs, Roman numerals of monarchs and chapters; and forms
+prices, magnitudes after amounts, math signs, Roman numerals of monarchs and chapters, time
+zones, serial codes, street numbers, business quarters; and forms
 rewritten into ones daemon.text.english reads (dotted dates as ISO dates, units in capitals as
 their symbols).
 
@@ -38,6 +39,58 @@ _ANY_CASE_UNITS = {
     "kg": "kg", "km": "km", "cm": "cm", "mm": "mm", "mg": "mg", "kwh": "kWh", "mph": "mph",
     "kbps": "kbps", "mbps": "Mbps", "gbps": "Gbps",
 }  # fmt: skip
+
+
+_TIME_ZONES = (
+    "UTC|GMT|EST|EDT|CST|CDT|MST|MDT|PST|PDT|AKST|HST|CET|CEST|EET|EEST|WET|BST|IST|JST|AEST|AEDT"
+)
+_CURRENCY_CODES = "USD|EUR|GBP|JPY|CHF|CAD|AUD|INR"
+_STREET = (
+    r"(?:Street|St\.?|Avenue|Ave\.?|Road|Rd\.?|Boulevard|Blvd\.?|Lane|Ln\.?|Drive|Dr\.?|Way"
+    r"|Place|Pl\.?|Court|Ct\.?|Square|Highway)"
+)
+# Letters said one by one ("S N, four four seven one"): every letter of a code or a zone.
+_LETTER_NAMES = {"A": "eigh"}
+
+
+def _spelled(text: str, language: str) -> str:
+    said = []
+    for character in text:
+        if character.isdigit():
+            said.append(numbers.cardinal(character, language))
+        elif character.isalpha():
+            said.append(_LETTER_NAMES.get(character.upper(), character.upper()))
+    return " ".join(said)
+
+
+def _time_zone(match: re.Match[str], language: str) -> str:
+    return f"{match.group('time')} {_spelled(match.group('zone'), language)}"
+
+
+def _serial(match: re.Match[str], language: str) -> str:
+    """SN-4471-XK2 → S N, four four seven one, X K two: each group keyed in one by one."""
+    return ", ".join(_spelled(group, language) for group in match.group(0).split("-"))
+
+
+def _house_number(match: re.Match[str], language: str) -> str:
+    """1600 → sixteen hundred, 221 → two twenty-one, 2005 → twenty oh five: street numbers
+    are read in pairs, as years are."""
+    digits = match.group("number")
+    head, tail = digits[:-2], int(digits[-2:])
+    said = numbers.cardinal(head, language)
+    if tail == 0:
+        said += " hundred"
+    elif tail < 10:
+        said += f" oh {numbers.cardinal(str(tail), language)}"
+    else:
+        said += f" {numbers.cardinal(str(tail), language)}"
+    letter = f" {_spelled(match.group('letter'), language)}" if match.group("letter") else ""
+    return f"{said}{letter} {match.group('street')}"
+
+
+def _quarter(match: re.Match[str], language: str) -> str:
+    year = numbers.year(int(match.group("year")), language)
+    return f"Q {numbers.cardinal(match.group('q'), language)} {year}"
 
 
 def _plural(words: str) -> str:
@@ -156,7 +209,37 @@ def before() -> list[Rule]:
             _ip_address,
         ),
         (re.compile(r"\b(\d{1,2})\.(\d{1,2})\.(\d{4})\b"), _dotted_date),
-        (re.compile(r"\b(\d{1,2}):([0-5]\d):([0-5]\d)\b(?!\s?[aApP]\.?[mM]\b)"), _duration),
+        (
+            re.compile(
+                rf"(?P<time>\b\d{{1,2}}(?::[0-5]\d){{1,2}}(?:\s?[aApP]\.?[mM]\b\.?)?"
+                rf"|\b\d{{1,2}}\s?[aApP]\.?[mM]\b\.?)\s+(?P<zone>{_TIME_ZONES})\b"
+            ),
+            _time_zone,
+        ),
+        (  # "at 10:30:15" is a time of day (with seconds), not a duration
+            re.compile(r"(?<![Aa]t )\b(\d{1,2}):([0-5]\d):([0-5]\d)\b(?!\s?[aApP]\.?[mM]\b)"),
+            _duration,
+        ),
+        (
+            re.compile(rf"\b(?P<code>{_CURRENCY_CODES})\s?(?P<amount>{number})(?![\d,.]?\d)"),
+            lambda match, language: f"{match.group('amount')} {match.group('code')}",
+        ),
+        (
+            re.compile(r"\b(?=[A-Z0-9-]*[A-Z])(?=[A-Z0-9-]*\d)[A-Z0-9]+(?:-[A-Z0-9]+){2,}\b"),
+            _serial,
+        ),
+        (
+            re.compile(r"\b[A-Z0-9]*(?:[A-Z]\d+[A-Z]|\d[A-Z]+\d)[A-Z0-9]*\b"),
+            lambda match, language: _spelled(match.group(0), language),
+        ),
+        (re.compile(r"\bQ(?P<q>[1-4])\s+(?P<year>1[5-9]\d\d|20\d\d)\b"), _quarter),
+        (
+            re.compile(
+                rf"(?<![\w.,$£€¥₹])(?P<number>[1-9]\d{{2,3}})(?P<letter>[A-Z]?)"
+                rf"\s+(?P<street>(?:[A-Z][a-z]+\s+){{1,3}}{_STREET})(?!\w)"
+            ),
+            _house_number,
+        ),
         (re.compile(r"\b(?P<decade>1[1-9]\d0|20[0-9]0)'?s\b"), _decade),
         (
             re.compile(
