@@ -3,6 +3,7 @@ context, through the same function the synthesizer uses."""
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -17,25 +18,28 @@ from daemon.text.script import Utterance
 CORPUS = Path(__file__).parent / "data" / "announcements.tsv"
 
 
-def corpus() -> list[tuple[str, str, str]]:
+def corpus() -> list[tuple[str, str, str, str]]:
+    """(language, class, written, spoken) rows."""
     rows = []
     for line in CORPUS.read_text(encoding="utf-8").splitlines():
         if line.startswith("#") or not line.strip():
             continue
-        language, written, spoken = line.split("\t")
-        rows.append((language, written, spoken))
+        language, kind, written, spoken = line.split("\t")
+        rows.append((language, kind, written, spoken))
     return rows
 
 
-def test_the_corpus_is_large_and_mostly_english_announcements():
+def test_the_corpus_is_large_and_covers_every_class_of_english_announcement():
     rows = corpus()
-    assert len(rows) >= 150
-    assert sum(language.startswith("en") for language, _, _ in rows) >= 140
-    assert len({language for language, _, _ in rows}) >= 8
+    english = Counter(kind for language, kind, _, _ in rows if language.startswith("en"))
+    assert sum(english.values()) >= 300
+    assert len({language for language, _, _, _ in rows}) >= 8
+    assert all(count >= 3 for count in english.values()), english
+    assert len(english) >= 20
 
 
-@pytest.mark.parametrize(("language", "written", "spoken"), corpus(), ids=lambda v: v[:40])
-def test_corpus(language, written, spoken):
+@pytest.mark.parametrize(("language", "kind", "written", "spoken"), corpus(), ids=lambda v: v[:40])
+def test_corpus(language, kind, written, spoken):
     assert normalize(written, language) == spoken
 
 

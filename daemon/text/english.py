@@ -347,10 +347,20 @@ def _quantity(text: str, language: str) -> tuple[str, bool]:
     return said, parts[-1] in ("1", "1.0")
 
 
+def _attributive(match: re.Match[str]) -> bool:
+    """ "a 500 ml bottle": a measure before its noun takes the singular (a five hundred
+    milliliter bottle)."""
+    before, after = match.string[: match.start()], match.string[match.end() :]
+    return bool(re.search(r"\b[Aa]n?\s+$", before)) and bool(
+        re.match(r"\s+(?!(?:of|per|in|at|on|to|from|and|or|a|an|the)\b)[a-z]", after)
+    )
+
+
 def _unit(match: re.Match[str], language: str) -> str:
     said, one = _quantity(match.group("amount"), language)
     singular, plural = _UNITS[match.group("unit")]
-    return f"{said} {_dialect_words(singular if one else plural, language)}"
+    chosen = singular if one or _attributive(match) else plural
+    return f"{said} {_dialect_words(chosen, language)}"
 
 
 def _percent(match: re.Match[str], language: str) -> str:
