@@ -120,7 +120,7 @@ def test_password_file_readable_by_others_is_refused(tmp_path):
     secret = tmp_path / "mqtt.pass"
     secret.write_text("s3cret")
     secret.chmod(0o644)
-    with pytest.raises(ConfigError, match=r"mqtt: password_file: .* is readable by others"):
+    with pytest.raises(ConfigError, match=r"mqtt.password_file: .* is readable by others"):
         read_config_file(write(tmp_path, "mqtt:\n  password_file: mqtt.pass\n"))
 
 

@@ -81,7 +81,7 @@ def test_unknown_unreadable_and_too_long_sounds_are_named(tmp_path):
 
 
 def test_config_names_a_chime_that_does_not_exist_by_its_key():
-    with pytest.raises(ConfigError, match=r"sounds: chime_by_priority\.high: unknown sound 'bell'"):
+    with pytest.raises(ConfigError, match=r"sounds\.chime_by_priority\.high: unknown sound 'bell'"):
         parse_config({"sounds": {"chime_by_priority": {"high": "bell"}}})
 
 

@@ -284,7 +284,7 @@ def test_lexicon_file_merges_under_the_inline_words(tmp_path):
 def test_a_broken_lexicon_file_is_a_config_error_naming_it(tmp_path):
     words = tmp_path / "words.yaml"
     words.write_text("words: [not, a, mapping]\n", encoding="utf-8")
-    with pytest.raises(FastvoiceError, match=r"text\.lexicon: file: .*words\.yaml: `words` must"):
+    with pytest.raises(FastvoiceError, match=r"text\.lexicon\.file: .*words\.yaml: `words` must"):
         parse_config({"text": {"lexicon": {"file": str(words)}}})
 
 

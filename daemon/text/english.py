@@ -12,7 +12,7 @@ import re
 from functools import cache, partial
 
 from daemon.text import english_forms, numbers
-from daemon.text.english_forms import Rule
+from daemon.text.english_forms import Rule, spell
 
 MONTHS = [
     "January", "February", "March", "April", "May", "June",
@@ -24,8 +24,6 @@ _MONTH = rf"(?P<month>{'|'.join(_MONTH_NAMES)})"
 _DAY_SUFFIX = r"(?:st|nd|rd|th)?"
 _NUMBER = r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?"
 _AMOUNT = rf"(?P<amount>{_NUMBER})"
-# An uppercase letter alone: "A" between words is read as the article, so it is respelled.
-_LETTER = {"A": "eigh"}
 TWO_DIGIT_YEAR_PIVOT = 50
 
 # Currency: (major singular, major plural, minor singular, minor plural, say "and" between).
@@ -387,17 +385,6 @@ def _range(match: re.Match[str], language: str) -> str:
     if all(re.fullmatch(r"1[5-9]\d\d|20\d\d", part) for part in (low, high)):
         return f"{_year(low, language)} to {_year(high, language)}"
     return f"{numbers.cardinal(low, language)} to {numbers.cardinal(high, language)}"
-
-
-def spell(text: str, language: str) -> str:
-    """Letters one by one and digits one by one: "BA2490" → "B eigh two four nine zero"."""
-    said = []
-    for character in text:
-        if character.isdigit():
-            said.append(numbers.digits(character, language))
-        elif character.isalpha():
-            said.append(_LETTER.get(character.upper(), character.upper()))
-    return " ".join(said)
 
 
 def _code(match: re.Match[str], language: str) -> str:

@@ -49,27 +49,28 @@ _STREET = (
     r"(?:Street|St\.?|Avenue|Ave\.?|Road|Rd\.?|Boulevard|Blvd\.?|Lane|Ln\.?|Drive|Dr\.?|Way"
     r"|Place|Pl\.?|Court|Ct\.?|Square|Highway)"
 )
-# Letters said one by one ("S N, four four seven one"): every letter of a code or a zone.
+# An uppercase letter alone: "A" between words is read as the article, so it is respelled.
 _LETTER_NAMES = {"A": "eigh"}
 
 
-def _spelled(text: str, language: str) -> str:
+def spell(text: str, language: str) -> str:
+    """Letters one by one and digits one by one: "BA2490" → "B eigh two four nine zero"."""
     said = []
     for character in text:
         if character.isdigit():
-            said.append(numbers.cardinal(character, language))
+            said.append(numbers.digits(character, language))
         elif character.isalpha():
             said.append(_LETTER_NAMES.get(character.upper(), character.upper()))
     return " ".join(said)
 
 
 def _time_zone(match: re.Match[str], language: str) -> str:
-    return f"{match.group('time')} {_spelled(match.group('zone'), language)}"
+    return f"{match.group('time')} {spell(match.group('zone'), language)}"
 
 
 def _serial(match: re.Match[str], language: str) -> str:
     """SN-4471-XK2 → S N, four four seven one, X K two: each group keyed in one by one."""
-    return ", ".join(_spelled(group, language) for group in match.group(0).split("-"))
+    return ", ".join(spell(group, language) for group in match.group(0).split("-"))
 
 
 def _house_number(match: re.Match[str], language: str) -> str:
@@ -84,7 +85,7 @@ def _house_number(match: re.Match[str], language: str) -> str:
         said += f" oh {numbers.cardinal(str(tail), language)}"
     else:
         said += f" {numbers.cardinal(str(tail), language)}"
-    letter = f" {_spelled(match.group('letter'), language)}" if match.group("letter") else ""
+    letter = f" {spell(match.group('letter'), language)}" if match.group("letter") else ""
     return f"{said}{letter} {match.group('street')}"
 
 
@@ -230,7 +231,7 @@ def before() -> list[Rule]:
         ),
         (
             re.compile(r"\b[A-Z0-9]*(?:[A-Z]\d+[A-Z]|\d[A-Z]+\d)[A-Z0-9]*\b"),
-            lambda match, language: _spelled(match.group(0), language),
+            lambda match, language: spell(match.group(0), language),
         ),
         (re.compile(r"\bQ(?P<q>[1-4])\s+(?P<year>1[5-9]\d\d|20\d\d)\b"), _quarter),
         (

@@ -1,0 +1,49 @@
+"""`audio` and `sounds`: the output device and how sentences join, and the chimes. Whether a
+chime's file is there is one of the config's file checks (daemon.config.checks)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, field_validator
+
+from daemon.config.base import SoundName, StrictModel, resolve_path
+
+
+class AudioConfig(StrictModel):
+    device: str | int | None = Field(None, description="output device name or index")
+    volume: float = Field(1.0, ge=0.0, le=1.0)
+    sentence_pause_s: float = Field(0.2, ge=0.0, le=5.0, description="silence between sentences")
+    fade_ms: float = Field(4.0, ge=0.0, le=50.0, description="fade at sentence edges (no clicks)")
+    sample_rate: int | None = Field(
+        None, ge=8000, le=192_000, description="resample to this rate (default: the voice's)"
+    )
+    prefill_s: float = Field(
+        0.1, ge=0.0, le=600.0, description="audio buffered before playback starts"
+    )
+    media_role: Literal["announce", "event", "phone", "notification"] | None = Field(
+        "announce",
+        description="media.role of the playback streams on PulseAudio or PipeWire, whose "
+        "role-ducking lowers music while fastvoice speaks; null: none",
+    )
+
+
+class SoundsConfig(StrictModel):
+    dir: Path | None = Field(
+        None, description="WAV, FLAC or OGG files, each a sound named by its file name's stem"
+    )
+    chime_by_priority: dict[
+        Literal["low", "normal", "high", "critical"],
+        SoundName,
+    ] = Field(
+        default_factory=dict,
+        description="the sound before a job of this priority whose say names no chime "
+        "(built-in: dingdong, attention, alarm; default: none)",
+    )
+
+    _resolve = field_validator("dir")(resolve_path)
+
+    def chime_for(self, chime: str | None, priority: str) -> str:
+        """The chime a job plays: its own, else its priority's, else none."""
+        return chime or self.chime_by_priority.get(priority, "none")

@@ -1,0 +1,68 @@
+"""The whole file: one model per section, each in a module of its own, joined here."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from daemon.config.audio import AudioConfig, SoundsConfig
+from daemon.config.base import DEFAULT_VOICE, StrictModel, VoiceName
+from daemon.config.mqtt import HermesConfig, HomeAssistantConfig, MqttConfig
+from daemon.config.queue import CacheConfig, QueueConfig
+from daemon.config.runtime import GpuConfig, RuntimeConfig
+from daemon.config.schedules import QuietWindow, ScheduleEntry
+from daemon.config.servers import HttpConfig, LocalConfig, WyomingConfig
+from daemon.config.text import TextConfig
+from daemon.config.voices import CatalogConfig, VoiceConfig, default_voices
+
+
+class Config(StrictModel):
+    """The whole file. Every default here is also written out in config/fastvoice.yaml."""
+
+    version: Literal[1] = 1
+    voice: VoiceName = Field(DEFAULT_VOICE, description="voice used when a request names none")
+    voices: dict[VoiceName, VoiceConfig] = Field(default_factory=default_voices)
+    catalog: CatalogConfig = Field(default_factory=CatalogConfig)
+    runtime: RuntimeConfig = Field(default_factory=RuntimeConfig)
+    gpu: GpuConfig = Field(default_factory=GpuConfig)
+    text: TextConfig = Field(default_factory=TextConfig)
+    audio: AudioConfig = Field(default_factory=AudioConfig)
+    sounds: SoundsConfig = Field(default_factory=SoundsConfig)
+    time_zone: str | None = Field(
+        None, description="IANA time zone of quiet_hours (default: the box's own)"
+    )
+    quiet_hours: list[QuietWindow] = Field(default_factory=list)
+    schedules: list[ScheduleEntry] = Field(default_factory=list)
+    cache: CacheConfig = Field(default_factory=CacheConfig)
+    queue: QueueConfig = Field(default_factory=QueueConfig)
+    mqtt: MqttConfig = Field(default_factory=MqttConfig)
+    homeassistant: HomeAssistantConfig = Field(default_factory=HomeAssistantConfig)
+    hermes: HermesConfig = Field(default_factory=HermesConfig)
+    wyoming: WyomingConfig = Field(default_factory=WyomingConfig)
+    http: HttpConfig = Field(default_factory=HttpConfig)
+    local: LocalConfig = Field(default_factory=LocalConfig)
+
+    @field_validator("time_zone")
+    @classmethod
+    def _known_zone(cls, value: str | None) -> str | None:
+        if value is not None:
+            from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+            try:
+                ZoneInfo(value)
+            except (ZoneInfoNotFoundError, ValueError):
+                raise ValueError(
+                    f"{value!r} is not a known time zone (e.g. Europe/Berlin)"
+                ) from None
+        return value
+
+    @model_validator(mode="after")
+    def _schedule_names_once(self) -> Config:
+        names = set()
+        for index, entry in enumerate(self.schedules):
+            name = entry.name_at(index)
+            if name in names:
+                raise ValueError(f"schedules.{index}.name: {name!r} is used twice")
+            names.add(name)
+        return self

