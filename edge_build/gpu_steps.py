@@ -26,7 +26,7 @@ from daemon.runtime.artifacts import MANIFEST, Artifact, artifact_key, machine_i
 from daemon.runtime.gpu import GpuStack
 from daemon.runtime.ort_gpu import PART_OPTIONS, find_part, part_kind
 from daemon.runtime.profiles import graph_inputs, is_batch_dim, profile_ladder
-from daemon.runtime.trt import (
+from daemon.runtime.trt_engines import (
     ENGINE_FILE,
     engine_kind,
     engine_library,

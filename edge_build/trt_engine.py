@@ -170,7 +170,7 @@ def _progress_monitor(trt, label: str, progress: Progress):
 
 def _inspect(trt, logger, path: Path, request: EngineRequest, size: int) -> dict[str, Any]:
     """Per profile: a context's device memory and the I/O bytes at the largest shapes."""
-    from daemon.runtime.trt import Cuda
+    from daemon.runtime.cuda import Cuda
 
     runtime = trt.Runtime(logger)
     engine = runtime.deserialize_cuda_engine(path.read_bytes())

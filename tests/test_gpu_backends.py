@@ -199,7 +199,7 @@ class FakeCudaStreams:
 def test_lanes_bound_runs_in_flight_and_growth_never_overlaps_a_run():
     import threading
 
-    from daemon.runtime.trt import Lanes
+    from daemon.runtime.trt_memory import Lanes
 
     lanes = Lanes(2, FakeCudaStreams())
     in_flight, most = [0], [0]

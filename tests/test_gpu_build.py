@@ -20,7 +20,7 @@ from daemon.errors import BackendError
 from daemon.runtime.budget import MB
 from daemon.runtime.profiles import graph_inputs, profile_ladder
 from daemon.runtime.select import create_backend
-from daemon.runtime.trt import ENGINE_FILE, engine_problem, find_engine
+from daemon.runtime.trt_engines import ENGINE_FILE, engine_problem, find_engine
 from daemon.voices.base import SpeechOptions
 from daemon.voices.vits import VitsVoice, voice_files
 from edge_build.build import build_cpu_voices, build_gpu_voices

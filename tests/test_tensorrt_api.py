@@ -11,7 +11,11 @@ import pytest
 
 from tests.tensorrt_bindings import REPO, VERSIONS, bindings
 
-TENSORRT_MODULES = ("edge_build/trt_engine.py", "daemon/runtime/trt.py")
+TENSORRT_MODULES = (
+    "edge_build/trt_engine.py",
+    "daemon/runtime/trt.py",
+    "daemon/runtime/trt_memory.py",
+)
 # The methods our code calls on TensorRT's objects (which the names above cannot reach), by
 # class. A name the code reaches only behind hasattr/getattr is not listed: it may be absent.
 METHODS = {
@@ -227,10 +231,8 @@ def test_our_overrides_take_what_tensorrt_passes(tensorrt):
     import json
 
     found = tensorrt.run(SURFACE, "{}", "[]", json.dumps(OVERRIDES))
-    tree = ast.parse((REPO / "daemon/runtime/trt.py").read_text())
-    tree_engine = ast.parse((REPO / "edge_build/trt_engine.py").read_text())
     ours = {}
-    for module in (tree, tree_engine):
+    for module in (ast.parse((REPO / path).read_text()) for path in TENSORRT_MODULES):
         for node in ast.walk(module):
             if isinstance(node, ast.ClassDef) and node.bases:
                 base = node.bases[0]
@@ -244,7 +246,7 @@ def test_our_overrides_take_what_tensorrt_passes(tensorrt):
 
 READER = """
 import ctypes, mmap, os, tempfile
-from daemon.runtime.trt import MappedChunks, mapped_reader_class
+from daemon.runtime.trt_memory import MappedChunks, mapped_reader_class
 
 if mapped_reader_class(trt) is None:
     print(json.dumps({"reader": None}))

@@ -11,284 +11,42 @@ allocator as TensorRT asks. A failed device allocation is a GpuOutOfMemory: the 
 and retried; at batch 1 a VITS decoder takes smaller windows (daemon/voices/vits.py), and below
 its smallest the request fails and the service goes on.
 
-TensorRT (10 or later) and cuda-python are imported only when this backend is used.
+TensorRT (10 or later) and cuda-python are imported only when this backend is used. Which engine
+a stage loads is daemon.runtime.trt_engines; the buffers, lanes and readers it runs with are
+daemon.runtime.trt_memory.
 """
 
 from __future__ import annotations
 
-import ctypes
 import logging
 import mmap
 import threading
 import time
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from daemon.config import GpuConfig
-from daemon.errors import BackendError, GpuOutOfMemory
-from daemon.parts import WHOLE, part_kind, part_label
-from daemon.runtime.artifacts import Artifact, find_artifact
+from daemon.errors import BackendError
+from daemon.parts import WHOLE, part_label
+from daemon.runtime.artifacts import Artifact
 from daemon.runtime.base import Backend, Stage, StageReport, TensorSpec
 from daemon.runtime.budget import ProfileCost, run_halving
 from daemon.runtime.cuda import Cuda
 from daemon.runtime.cuda_context import CudaContext
 from daemon.runtime.gpu import GpuStack
+from daemon.runtime.trt_engines import ENGINE_FILE, find_engine, profile_costs
+from daemon.runtime.trt_memory import (
+    GrowingBuffer,
+    Lane,
+    Lanes,
+    mapped_reader_class,
+    output_allocator_class,
+)
 
 log = logging.getLogger(__name__)
-
-ENGINE_KIND = "trt-engine"
-ENGINE_FILE = "model.engine"
-
-
-def engine_kind(part: str) -> str:
-    return part_kind(ENGINE_KIND, part)
-
-
-def engine_options(gpu: GpuConfig) -> dict[str, Any]:
-    """Everything in the config an engine is built from: a change means a rebuild."""
-    return {
-        "precision": gpu.precision,
-        "max_batch": gpu.max_batch,
-        "profiles": {name: r.model_dump() for name, r in sorted(gpu.profiles.items())},
-        "profile_levels": gpu.profile_levels,
-        "builder_optimization_level": gpu.builder_optimization_level,
-    }
-
-
-def engine_library(tensorrt_version: str) -> str:
-    return f"tensorrt {tensorrt_version}"
-
-
-def find_engine(
-    store: Path, model_path: Path, part: str, gpu: GpuConfig, stack: GpuStack
-) -> tuple[Artifact | None, str]:
-    """This part's engine for this TensorRT, GPU and config, with every file's checksum checked:
-    a damaged engine must never reach the deserializer."""
-    if stack.device is None or stack.tensorrt is None:
-        return None, stack.device_problem or stack.tensorrt_problem
-    artifact, reason = find_artifact(
-        store,
-        model_path,
-        engine_kind(part),
-        engine_options(gpu),
-        engine_library(stack.tensorrt),
-        machine=stack.device.identity(),
-    )
-    if artifact is None:
-        return None, reason
-    problem = engine_problem(artifact.manifest, stack)
-    return (None, problem) if problem else (artifact, reason)
-
-
-def engine_problem(manifest: Mapping[str, Any], stack: GpuStack) -> str:
-    """Why an engine's manifest does not fit this box ('' when it does); the artifact key
-    already tells these apart, so this catches a directory copied or renamed by hand."""
-    device = stack.device
-    built = manifest.get("tensorrt"), manifest.get("gpu"), manifest.get("compute_capability")
-    here = (stack.tensorrt, *((device.name, device.compute_capability) if device else (None, None)))
-    if built != here:
-        return (
-            f"engine built by TensorRT {built[0]} for {built[1]} (compute {built[2]}), this box "
-            f"has TensorRT {here[0]} on {here[1]} (compute {here[2]}); rebuild it with "
-            "`fastvoice build`"
-        )
-    if not manifest.get("profiles"):
-        return "engine manifest lists no profiles; rebuild it with `fastvoice build`"
-    return ""
-
-
-def profile_costs(manifest: Mapping[str, Any]) -> list[ProfileCost]:
-    """The manifest's profiles as the ledger weighs them, largest first."""
-    return [
-        ProfileCost(
-            index=entry["index"],
-            max_dims=entry["max_dims"],
-            execution_bytes=entry["device_memory_bytes"],
-            io_bytes=entry["io_bytes"],
-        )
-        for entry in sorted(manifest["profiles"], key=lambda e: e["index"])
-    ]
-
-
-class GrowingBuffer:
-    """Device (or pinned host) memory that grows to the largest size asked for, never shrinks."""
-
-    def __init__(self, cuda: Cuda, host: bool = False) -> None:
-        self.cuda = cuda
-        self.host = host
-        self.pointer = 0
-        self.size = 0
-
-    def ensure(self, size: int) -> int:
-        if size > self.size:
-            self.release()
-            self.pointer = self.cuda.malloc_host(size) if self.host else self.cuda.malloc(size)
-            self.size = size
-        return self.pointer
-
-    def view(self, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
-        """A numpy array over pinned host memory (host buffers only)."""
-        count = int(np.prod(shape, dtype=np.int64))
-        raw = (ctypes.c_uint8 * self.size).from_address(self.pointer)
-        return np.frombuffer(raw, dtype=dtype, count=count).reshape(shape)
-
-    def release(self) -> None:
-        if self.pointer:
-            (self.cuda.free_host if self.host else self.cuda.free)(self.pointer)
-        self.pointer, self.size = 0, 0
-
-
-class Lane:
-    """One run at a time: a stream and the scratch block its stages' contexts share."""
-
-    def __init__(self, index: int, cuda: Cuda) -> None:
-        self.index = index
-        self.stream = cuda.stream()
-        self.scratch = GrowingBuffer(cuda)
-
-
-class Lanes:
-    """The lanes of one backend; a run holds one for its whole duration."""
-
-    def __init__(self, count: int, cuda: Cuda) -> None:
-        self._free = [Lane(index, cuda) for index in range(count)]
-        self.all = tuple(self._free)
-        self._cond = threading.Condition()
-        self._exclusive = threading.Lock()  # two every_lane() would each hold half the lanes
-
-    def _take(self) -> Lane:
-        with self._cond:
-            while not self._free:
-                self._cond.wait()
-            return self._free.pop()
-
-    def _give_back(self, lanes: list[Lane]) -> None:
-        with self._cond:
-            self._free.extend(lanes)
-            self._cond.notify_all()
-
-    @contextmanager
-    def lane(self) -> Iterator[Lane]:
-        lane = self._take()
-        try:
-            yield lane
-        finally:
-            self._give_back([lane])
-
-    @contextmanager
-    def every_lane(self) -> Iterator[tuple[Lane, ...]]:
-        """All lanes at once (no run in flight): to grow the scratch blocks."""
-        held: list[Lane] = []
-        with self._exclusive:
-            try:
-                for _ in self.all:
-                    held.append(self._take())
-                yield self.all
-            finally:
-                self._give_back(held)
-
-
-def capsule_pointer(capsule) -> int:
-    """The address a PyCapsule holds (TensorRT hands read destinations over as capsules)."""
-    api = ctypes.pythonapi
-    api.PyCapsule_GetName.restype = ctypes.c_char_p
-    api.PyCapsule_GetName.argtypes = [ctypes.py_object]
-    api.PyCapsule_GetPointer.restype = ctypes.c_void_p
-    api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
-    return int(api.PyCapsule_GetPointer(capsule, api.PyCapsule_GetName(capsule)) or 0)
-
-
-class MappedChunks:
-    """A memory-mapped file read chunk by chunk to any address (host or device: `copy` is
-    Cuda.copy), with TensorRT's seek semantics; `origins` maps TensorRT's SeekPosition members
-    to 'set', 'cur' and 'end'."""
-
-    def __init__(self, mapped: mmap.mmap, copy, stream, origins: Mapping[Any, str]) -> None:
-        self.source = np.frombuffer(mapped, dtype=np.uint8)  # a view: nothing is copied
-        self.copy = copy
-        self.stream = stream
-        self.origins = origins
-        self.offset = 0
-
-    def read_into(self, address: int, num_bytes: int, stream) -> int:
-        count = max(0, min(int(num_bytes), self.source.size - self.offset))
-        if count:
-            self.copy(address, self.source.ctypes.data + self.offset, count, stream or self.stream)
-        self.offset += count
-        return count
-
-    def seek(self, offset: int, where) -> bool:
-        origin = {"set": 0, "cur": self.offset, "end": self.source.size}[self.origins[where]]
-        if not 0 <= origin + int(offset) <= self.source.size:
-            return False
-        self.offset = origin + int(offset)
-        return True
-
-    def release(self) -> None:
-        """Drops the view: the map can only close once none is left."""
-        self.source = np.zeros(0, dtype=np.uint8)
-
-
-def mapped_reader_class(trt):
-    """TensorRT's IStreamReaderV2 over a memory-mapped engine file (TensorRT 10.x releases after
-    10.3, and 11.x): TensorRT asks for the engine chunk by chunk and each chunk is copied from
-    the page cache straight to where TensorRT wants it (host or device memory), so the file is
-    never read whole into the process. None where the bindings lack the interface (10.3)."""
-    if not hasattr(trt, "IStreamReaderV2"):
-        return None
-    positions = trt.SeekPosition
-    origins = {positions.SET: "set", positions.CUR: "cur", positions.END: "end"}
-
-    class MappedEngineReader(trt.IStreamReaderV2):
-        def __init__(self, mapped: mmap.mmap, cuda: Cuda, stream) -> None:
-            trt.IStreamReaderV2.__init__(self)  # opens the CUDA driver
-            self.chunks = MappedChunks(mapped, cuda.copy, stream, origins)
-
-        def read(self, destination, num_bytes, stream):
-            return self.chunks.read_into(capsule_pointer(destination), num_bytes, stream)
-
-        def seek(self, offset, where):
-            return self.chunks.seek(offset, where)
-
-        def release(self) -> None:
-            self.chunks.release()
-
-    return MappedEngineReader
-
-
-def _output_allocator_class(trt):
-    """TensorRT's IOutputAllocator, defined once TensorRT is imported."""
-
-    class OutputAllocator(trt.IOutputAllocator):
-        """Device memory for outputs, grown to what TensorRT asks; a failed allocation is
-        remembered so that the failed run reads as out of memory, not as a TensorRT error."""
-
-        def __init__(self, cuda: Cuda) -> None:
-            trt.IOutputAllocator.__init__(self)
-            self.buffers: dict[str, GrowingBuffer] = {}
-            self.shapes: dict[str, tuple[int, ...]] = {}
-            self.failure: GpuOutOfMemory | None = None
-            self.cuda = cuda
-
-        def reallocate_output(self, tensor_name, memory, size, alignment):
-            return self.reallocate_output_async(tensor_name, memory, size, alignment, None)
-
-        def reallocate_output_async(self, tensor_name, memory, size, alignment, stream):
-            buffer = self.buffers.setdefault(tensor_name, GrowingBuffer(self.cuda))
-            try:
-                return buffer.ensure(int(size))
-            except GpuOutOfMemory as error:
-                self.failure = error
-                return None
-
-        def notify_shape(self, tensor_name, shape):
-            self.shapes[tensor_name] = tuple(shape)
-
-    return OutputAllocator
 
 
 class TrtContext:
@@ -341,7 +99,7 @@ class TrtStage(Stage):
         self.cuda = cuda
         self.report = report
         self.limits = dict(profile.max_dims)
-        allocator_class = _output_allocator_class(trt)
+        allocator_class = output_allocator_class(trt)
         self.contexts = {
             lane.index: TrtContext(trt, engine, profile.index, lane, cuda, allocator_class)
             for lane in lanes.all
