@@ -16,7 +16,8 @@ except for its own row.
 Run: .venv/bin/python tools/bench.py [--runs 5] [--out bench-out] [--only say warm wyoming start]
 (or: fastvoice bench ...)
 Needs the bench extra: pip install -e '.[cpu,bench]' (wyoming-piper, pocketsphinx, matplotlib).
-Writes bench.md, bench.json and bench.png under --out.
+Writes bench.md, bench.json, bench.png (every ratio) and bench-lengths.png (first audio and
+whole request per text length, for fastvoice and each peer) under --out.
 """
 
 from __future__ import annotations
@@ -223,8 +224,7 @@ def warm_rows(table: Table, workers: dict[str, Worker], runs: int) -> None:
                 result = worker.ask(op="timed", text=text)
                 goal = "<= 0.97x" if label == "long" else ""
                 table.add(f"latency, {label} (s)", system, result["total"], PIPER, goal)
-                if label == "medium":
-                    table.add("first audio, medium sentence (s)", system, result["first"], PIPER)
+                table.add(f"first audio, {label} sentence (s)", system, result["first"], PIPER)
                 if label == "long":
                     rtf = result["total"] / result["audio_s"]
                     table.add("real-time factor, long", system, rtf, PIPER)
@@ -459,6 +459,13 @@ def write_reports(results: dict[str, dict], out: Path) -> None:
     except ImportError:
         print("matplotlib not installed: no chart (pip install '.[bench]')")
         return
+    ratios_chart(plt, results, out / "bench.png")
+    lengths_chart(plt, results, out / "bench-lengths.png")
+    print(f"wrote {out / 'bench.md'}, bench.json, bench.png, bench-lengths.png")
+
+
+def ratios_chart(plt, results: dict, path: Path) -> None:
+    """Every row's ratio to its peer."""
     ratios = {row: entry["ratio"] for row, entry in results.items() if entry["ratio"] is not None}
     figure, axis = plt.subplots(figsize=(10, 0.45 * len(ratios) + 1.5))
     names = [f"{row} (vs {results[row]['peer_name']})" for row in ratios]
@@ -467,8 +474,56 @@ def write_reports(results: dict[str, dict], out: Path) -> None:
     axis.set_xlabel("fastvoice / peer (same run; < 1 is better for times and memory)")
     axis.invert_yaxis()
     figure.tight_layout()
-    figure.savefig(out / "bench.png", dpi=120)
-    print(f"wrote {out / 'bench.md'}, bench.json, bench.png")
+    figure.savefig(path, dpi=120)
+
+
+def lengths_chart(plt, results: dict, path: Path) -> None:
+    """First audio and whole request per text length: in process against stock Piper, over
+    Wyoming against wyoming-piper (the peers send nothing before the whole, so their first
+    audio is their whole request)."""
+    panels = [
+        (
+            "in process (vs stock piper)",
+            {
+                length: (f"first audio, {length} sentence (s)", f"latency, {length} (s)")
+                for length in ("short", "medium", "long")
+            },
+            "stock piper",
+        ),
+        (
+            "Wyoming (vs wyoming-piper)",
+            {
+                f"{kind} announcements": (
+                    f"Wyoming, one request, {kind} announcements only: first audio (s)",
+                    f"Wyoming, one request, {kind} announcements only: whole request (s)",
+                )
+                for kind in ("short", "medium")
+            },
+            "wyoming-piper",
+        ),
+    ]
+    figure, axes = plt.subplots(1, len(panels), figsize=(12, 4.5))
+    for axis, (title, groups, peer) in zip(axes, panels, strict=True):
+        present = {k: rows for k, rows in groups.items() if all(r in results for r in rows)}
+        series = {
+            "fastvoice, first audio": [
+                results[f]["fastvoice"]["median"] for f, _ in present.values()
+            ],
+            "fastvoice, whole": [results[w]["fastvoice"]["median"] for _, w in present.values()],
+            f"{peer} (first audio = whole)": [
+                results[w]["peer"]["median"] for _, w in present.values()
+            ],
+        }
+        width = 0.8 / len(series)
+        for index, (label, values) in enumerate(series.items()):
+            positions = [n + (index - 1) * width for n in range(len(present))]
+            axis.bar(positions, values, width, label=label)
+        axis.set_xticks(range(len(present)), list(present))
+        axis.set_ylabel("seconds (median)")
+        axis.set_title(title)
+        axis.legend()
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
 
 
 if __name__ == "__main__":
