@@ -16,6 +16,8 @@ import wave
 import httpx
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from daemon.audio.piece import WordTiming
 from daemon.captions import Cue, cues, srt, webvtt
@@ -300,3 +302,29 @@ def test_http_answers_with_audio_and_its_captions_together(service):
         timeout=60,
     )
     assert wrong.status_code == 400 and "captions_format" in wrong.json()["error"]["message"]
+    unknown = httpx.post(
+        f"{service.url}/v1/audio/speech/with-captions",
+        json={**body, "voice": "nobody"},
+        timeout=60,
+    )
+    assert unknown.status_code == 400 and "nobody" in unknown.json()["error"]["message"]
+
+
+_WORD = st.text(alphabet="abcXYZ019$:.,-&", min_size=1, max_size=6)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(_WORD, min_size=1, max_size=12),
+    st.lists(st.tuples(_WORD, st.floats(0.01, 0.5), st.floats(0.0, 0.3)), min_size=1, max_size=12),
+)
+def test_every_written_word_is_in_one_cue_in_order_and_cues_never_overlap(written, said):
+    timed, at = [], 0.0
+    for word, length, gap in said:
+        timed.append(WordTiming(word, at + gap, at + gap + length))
+        at += gap + length
+    track = cues(" ".join(written), timed)
+    assert " ".join(cue.text for cue in track) == " ".join(written)
+    assert all(cue.start_s <= cue.end_s for cue in track)
+    assert all(a.end_s <= b.start_s + 1e-9 for a, b in itertools.pairwise(track))
+    assert track[0].start_s >= 0 and track[-1].end_s <= timed[-1].end_s + 1e-9

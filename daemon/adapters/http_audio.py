@@ -88,7 +88,10 @@ async def captioned(
     JSON answer: the words' times are those of this audio."""
     name = _checked(ports, text, voice, response_format)
     synthesizer = ports.synthesizer
-    rate = synthesizer.voices.get(name).info.sample_rate
+    chosen = synthesizer.voices.get(name)
+    if not chosen.times_words:
+        raise HttpError(400, f"voice {name!r} gives no word timings for captions")
+    rate = chosen.info.sample_rate
     clock = synthesizer.word_clock(rate)
     blocks = synthesizer.rendered(text, name, SpeechOptions(rate=speed), clock=clock)
     encoded = await _whole(blocks, rate, response_format)
