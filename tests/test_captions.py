@@ -117,6 +117,19 @@ def test_a_written_word_read_as_several_takes_their_whole_span():
     assert timed == [WordTiming("1000", 0.0, 0.7), WordTiming("gates", 0.8, 1.1)]
 
 
+def test_a_piece_of_text_espeak_reads_as_several_sentences_times_each_word_once(store):
+    from daemon.runtime.ort_cpu import OrtCpuBackend
+    from daemon.voices.base import SpeechOptions
+    from daemon.voices.registry import VoiceRegistry
+
+    config = parse_config({"runtime": {"artifact_dir": str(store)}})
+    voice = VoiceRegistry(config, OrtCpuBackend(artifact_store=store)).get()
+    assert voice.times_words
+    quiet = SpeechOptions(noise_scale=0.0, noise_w=0.0)
+    timed = [p.words for p in voice.synthesize_sentence("Really? Yes! Fine.", quiet) if p.words]
+    assert [[w.word for w in words] for words in timed] == [["Really?"], ["Yes!"], ["Fine."]]
+
+
 # Written text against the words said
 
 

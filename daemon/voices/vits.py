@@ -332,7 +332,9 @@ class VitsVoice(Voice):
         )
         measured = self.loudness.gain(speaker) if self.loudness is not None else None
         rate = self.piper.sample_rate
-        for phonemes in self.phonemes(sentence):
+        said = self.phonemes(sentence)
+        written = _written_groups(sentence, len(said))
+        for phonemes, words_written in zip(said, written, strict=True):
             feeds = self._feeds(self.phoneme_ids(phonemes), options, speaker)
             words: tuple[WordTiming, ...] = ()
             if not self.streaming:
@@ -340,7 +342,8 @@ class VitsVoice(Voice):
             else:
                 latent = self._encode(feeds)
                 if self._durations is not None:
-                    words = self._time_words(sentence, phonemes, latent.pop(self._durations))
+                    frames = latent.pop(self._durations)
+                    words = self._time_words(words_written, phonemes, frames)
                 pieces = self._decode_windows(latent, stream_short=measured is not None)
             if measured is not None:
                 limiter = LookaheadLimiter(rate, loudness.CEILING)
@@ -358,21 +361,16 @@ class VitsVoice(Voice):
                 words = ()
 
     def _time_words(
-        self, sentence: str | tuple[Part, ...], phonemes: list[str], frames: np.ndarray
+        self, written: list[str], phonemes: list[str], frames: np.ndarray
     ) -> tuple[WordTiming, ...]:
-        """The sentence's words with when they are said; none when the frames do not fit."""
+        """The words with when they are said; none when the frames do not fit or the words
+        could not be told apart."""
         seconds_per_frame = self.piper.hop_length / self.piper.sample_rate
         said = word_timing.phoneme_word_spans(
             phonemes, self.piper.phoneme_id_map, frames, seconds_per_frame
         )
-        if not said:
+        if not said or not written:
             return ()
-        parts = (sentence,) if isinstance(sentence, str) else sentence
-        written = [
-            word
-            for part in parts
-            for word in (part.split() if isinstance(part, str) else [f"[{part.symbols}]"])
-        ]
 
         def own_phonemes(word: str) -> str:
             if word.startswith("[") and word.endswith("]"):
@@ -437,6 +435,26 @@ class VitsVoice(Voice):
             ahead_s = made_s - (time.perf_counter() - first_yield)  # if playback began at once
             budget = int(BUDGET_SHARE * ahead_s * frames_per_s) - 2 * CONTEXT_FRAMES
             start, size = end, min(max(budget, FIRST_WINDOW_FRAMES), largest)
+
+
+def _written_groups(sentence: str | tuple[Part, ...], count: int) -> list[list[str]]:
+    """The sentence's words in as many groups as espeak-ng made sentences of it (it splits
+    after . ? and !); empty groups (no word timings) where the two cannot be matched."""
+    parts = (sentence,) if isinstance(sentence, str) else sentence
+    words = [
+        word
+        for part in parts
+        for word in (part.split() if isinstance(part, str) else [f"[{part.symbols}]"])
+    ]
+    if count == 1:
+        return [words]
+    groups: list[list[str]] = [[]]
+    for word in words:
+        groups[-1].append(word)
+        if word.endswith((".", "?", "!")):
+            groups.append([])
+    groups = [group for group in groups if group]
+    return groups if len(groups) == count else [[] for _ in range(count)]
 
 
 def _symbols(phonemes: Phonemes) -> list[str]:
