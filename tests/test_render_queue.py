@@ -117,6 +117,14 @@ def test_a_box_that_restarts_queues_again_what_it_held(broker, alsa, tmp_path):
         for job in jobs:
             again.recorder.event(job["id"], "finished")
         replies = {job["reply_topic"] for job in jobs}
+        # The audio reaches the watcher on its own connection: it may come after `finished`.
+        seen: set[str] = set()
+
+        def every_reply(t: str, _p: bytes) -> bool:
+            seen.update({t} & replies)
+            return seen == replies
+
+        watcher.wait_for(every_reply)
         answered = Counter(t for t, _, _ in watcher.drain() if t in replies)
         assert answered == dict.fromkeys(replies, 1)
         requeued = [
