@@ -9,6 +9,7 @@ import threading
 import time
 import unicodedata
 from collections.abc import Iterator, Mapping
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +48,13 @@ GAIN_RAMP_S = 0.005
 # espeak-ng keeps global state (the selected voice): one phonemizer call at a time per process.
 _ESPEAK_LOCK = threading.Lock()
 _espeak = None
+
+
+@lru_cache(maxsize=8192)
+def _espeak_word(language: str, word: str) -> str:
+    """A word's phonemes alone, for word timings: words recur, and espeak-ng is asked one at a
+    time."""
+    return "".join(symbol for sentence in _phonemize_espeak(language, word) for symbol in sentence)
 
 
 def _phonemize_espeak(language: str, text: str) -> list[list[str]]:
@@ -372,12 +380,17 @@ class VitsVoice(Voice):
         if not said or not written:
             return ()
 
-        def own_phonemes(word: str) -> str:
-            if word.startswith("[") and word.endswith("]"):
-                return word[1:-1]
-            return "".join(symbol for said in self._phonemize(word) for symbol in said)
+        return tuple(word_timing.time_words(written, said, self._word_phonemes))
 
-        return tuple(word_timing.time_words(written, said, own_phonemes))
+    def _word_phonemes(self, word: str) -> str:
+        """One word's phonemes on its own (an SSML or lexicon `[phonemes]` as they are)."""
+        from piper.config import PhonemeType
+
+        if word.startswith("[") and word.endswith("]"):
+            return word[1:-1]
+        if self.piper.phoneme_type == PhonemeType.TEXT:
+            return unicodedata.normalize("NFD", word)
+        return _espeak_word(self.piper.espeak_voice, word)
 
     def _encode(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         assert self.encoder is not None

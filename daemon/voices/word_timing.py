@@ -10,7 +10,6 @@ written words is shared among them by those lengths.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from functools import cache
 
 import numpy as np
 
@@ -83,29 +82,53 @@ def time_words(
     return _shared(written, own, said, _match(own, heard))
 
 
+# The groups a pair of sequences is matched by: one written word for up to six said ones, or up
+# to four written words for one said one.
+_GROUPS = tuple((1, b) for b in range(1, _MOST_SAID_PER_WRITTEN + 1)) + tuple(
+    (a, 1) for a in range(2, _MOST_WRITTEN_PER_SAID + 1)
+)
+# How far the match may stray from the diagonal (the two sequences in proportion), in words.
+_BAND = 8
+
+
 def _match(own: Sequence[int], heard: Sequence[int]) -> list[tuple[int, int, int, int]]:
     """Groups (written from, to, said from, to) covering both sequences in order, one side of
-    each group a single word, with the least difference of phoneme counts."""
+    each group a single word, with the least difference of phoneme counts; empty when none
+    stays within the band."""
     n, m = len(own), len(heard)
-
-    @cache
-    def best(i: int, j: int) -> tuple[float, tuple[tuple[int, int, int, int], ...]]:
-        if i == n and j == m:
-            return 0.0, ()
-        if i == n or j == m:  # words left on one side only: the last group takes them
-            return float("inf"), ()
-        options = []
-        for a in range(1, _MOST_WRITTEN_PER_SAID + 1):
-            for b in range(1, _MOST_SAID_PER_WRITTEN + 1):
-                if (a > 1 and b > 1) or i + a > n or j + b > m:
+    own_sum, heard_sum = _prefix_sums(own), _prefix_sums(heard)
+    cost: dict[tuple[int, int], float] = {(n, m): 0.0}
+    step: dict[tuple[int, int], tuple[int, int]] = {}
+    for i in range(n - 1, -1, -1):
+        middle = i * m / n
+        for j in range(max(0, int(middle) - _BAND), min(m - 1, int(middle) + _BAND) + 1):
+            best = None
+            for a, b in _GROUPS:
+                rest = cost.get((i + a, j + b))
+                if rest is None:
                     continue
-                written, heard_here = sum(own[i : i + a]), sum(heard[j : j + b])
-                cost = abs(written - heard_here) / max(written, heard_here) + 0.1 * (a + b - 2)
-                rest, groups = best(i + a, j + b)
-                options.append((cost + rest, ((i, i + a, j, j + b), *groups)))
-        return min(options, key=lambda option: option[0], default=(float("inf"), ()))
+                written = own_sum[i + a] - own_sum[i]
+                spoken = heard_sum[j + b] - heard_sum[j]
+                total = rest + abs(written - spoken) / max(written, spoken) + 0.1 * (a + b - 2)
+                if best is None or total < best:
+                    best, step[(i, j)] = total, (a, b)
+            if best is not None:
+                cost[(i, j)] = best
+    groups, i, j = [], 0, 0
+    while (i, j) != (n, m):
+        if (i, j) not in step:
+            return []
+        a, b = step[(i, j)]
+        groups.append((i, i + a, j, j + b))
+        i, j = i + a, j + b
+    return groups
 
-    return list(best(0, 0)[1])
+
+def _prefix_sums(values: Sequence[int]) -> list[int]:
+    sums = [0]
+    for value in values:
+        sums.append(sums[-1] + value)
+    return sums
 
 
 def _shared(
