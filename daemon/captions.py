@@ -10,6 +10,7 @@ sentence pauses and breaks included), so they hold for the WAV file and the stre
 from __future__ import annotations
 
 import difflib
+import json
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -133,8 +134,6 @@ def srt(track: Sequence[Cue]) -> str:
 
 
 def rendered(track: Sequence[Cue], form: str) -> str:
-    import json
-
     if form == "vtt":
         return webvtt(track)
     if form == "srt":

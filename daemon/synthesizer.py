@@ -59,14 +59,16 @@ class Synthesizer:
     ) -> Iterator[np.ndarray]:
         """Pieces as every interface plays or sends them: `audio.sentence_pause_s` (or
         `pause_s`) between sentences, `audio.fade_ms` at their edges."""
-        audio = self.settings.config.audio
-        pause = audio.sentence_pause_s if pause_s is None else pause_s
-        return join_sentences(pieces, rate, pause, audio.fade_ms)
+        return join_sentences(
+            pieces, rate, self._pause(pause_s), self.settings.config.audio.fade_ms
+        )
 
     def word_clock(self, rate: int, pause_s: float | None = None) -> WordClock:
         """A clock for the words of pieces joined by `joined` with the same `pause_s`."""
-        audio = self.settings.config.audio
-        return WordClock(rate, audio.sentence_pause_s if pause_s is None else pause_s)
+        return WordClock(rate, self._pause(pause_s))
+
+    def _pause(self, pause_s: float | None) -> float:
+        return self.settings.config.audio.sentence_pause_s if pause_s is None else pause_s
 
     def rendered(
         self,
