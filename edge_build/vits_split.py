@@ -2,7 +2,8 @@
 (latent frames → waveform). The decoder is convolutional, so it can run over overlapping windows
 of frames and the first audio of a long sentence comes after one window, not the whole sentence.
 The encoder also gives the frames of each phoneme id (piper-tts's alignment tensor), from which
-the voice times its words for captions.
+the voice times its words for captions. The decoder's upsampling is rewritten in polyphase form
+(edge_build.polyphase): the same audio, sooner.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from daemon.parts import WHOLE
+from edge_build.polyphase import polyphase_upsampling
 
 DECODER_PREFIX = "/dec/"
 OUTPUT = "output"
@@ -58,6 +60,7 @@ def split_vits(source: Path, directory: Path) -> tuple[Path, Path] | None:
         return None
     for value in (*decoder_model.graph.input, *encoder_model.graph.output):
         _name_latent_dims(model, value)
+    polyphase_upsampling(decoder_model)
     onnx.save(encoder_model, str(encoder))
     onnx.save(decoder_model, str(decoder))
     return encoder, decoder

@@ -28,7 +28,9 @@ from daemon.files import systemd_or_user_dir
 log = logging.getLogger(__name__)
 
 MANIFEST = "manifest.json"
-FORMAT = 3  # 2: each file's fast checksum beside its sha256; 3: a VITS encoder's durations
+# 2: each file's fast checksum beside its sha256; 3: a VITS encoder's durations; 4: a VITS
+# decoder's upsampling in polyphase form
+FORMAT = 4
 FAST_HASH = "xxh3_128"
 
 
