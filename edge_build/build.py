@@ -7,15 +7,17 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from daemon.config import Config, CosyVoice2VoiceConfig, VitsVoiceConfig
-from daemon.runtime.gpu import GpuStack
 from daemon.voices.registry import voice_configs
 from edge_build.artifact_writer import BuildResult
-from edge_build.cosyvoice2_builder import CosyVoice2Builder
-from edge_build.gpu_steps import EngineBuilder, GpuSteps
 from edge_build.vits_builder import VitsBuilder
+
+if TYPE_CHECKING:  # the GPU steps and CosyVoice are imported where used: the service's
+    # start-up check of its artifacts needs neither
+    from daemon.runtime.gpu import GpuStack
+    from edge_build.gpu_steps import EngineBuilder, GpuSteps
 
 log = logging.getLogger(__name__)
 Progress = Callable[[str], None]
@@ -40,6 +42,8 @@ def builders(config: Config, store: Path) -> list[VoiceBuilder]:
         if isinstance(voice, VitsVoiceConfig):
             made.append(VitsBuilder(name, voice, store))
         elif isinstance(voice, CosyVoice2VoiceConfig):
+            from edge_build.cosyvoice2_builder import CosyVoice2Builder
+
             made.append(CosyVoice2Builder(name, voice, store))
     return made
 
@@ -96,6 +100,8 @@ def build_gpu_voices(
 ) -> list[BuildResult]:
     """`engine_builder` builds one engine (default: TensorRT's; a test passes a fake where no
     GPU is at hand)."""
+    from edge_build.gpu_steps import GpuSteps
+
     if engine_builder is None:
         from edge_build.trt_engine import build_engine as engine_builder
     steps = GpuSteps(

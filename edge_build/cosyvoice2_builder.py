@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from daemon.config import CosyVoice2VoiceConfig
 from daemon.errors import BackendError
@@ -16,8 +17,10 @@ from daemon.parts import WHOLE
 from daemon.runtime.ort_cpu import OrtCpuBackend
 from daemon.voices.voice_pack import GRAPHS, VoicePack, graph_file
 from edge_build.artifact_writer import BuildResult
-from edge_build.gpu_steps import GpuSteps
 from edge_build.ort_optimize import build_ort_artifact
+
+if TYPE_CHECKING:  # made by edge_build.build on a box with a GPU
+    from edge_build.gpu_steps import GpuSteps
 
 ENGINE_GRAPHS = ("flow_estimator", "flow_estimator_chunk", "hift_source", "hift_magnitude_phase")
 

@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from daemon.config import VitsVoiceConfig
 from daemon.errors import BackendError
@@ -20,12 +21,14 @@ from daemon.runtime.ort_cpu import OrtCpuBackend
 from daemon.voices import loudness
 from daemon.voices.vits import VitsVoice, voice_files
 from edge_build.artifact_writer import BuildResult
-from edge_build.gpu_steps import GpuSteps
 from edge_build.loudness import build_loudness, record_for
 from edge_build.ort_optimize import build_ort_artifact, write_precision_choice
 from edge_build.precision import VARIANTS, make_variant
 from edge_build.quality_gate import evaluate
 from edge_build.vits_split import PARTS, split_graphs
+
+if TYPE_CHECKING:  # made by edge_build.build on a box with a GPU
+    from edge_build.gpu_steps import GpuSteps
 
 log = logging.getLogger(__name__)
 
