@@ -33,7 +33,10 @@ class Broker:
     def start(
         cls, directory: Path, persistent: bool = False, port: int | None = None, extra: str = ""
     ) -> Broker:
-        """A mosquitto of our own; `persistent` keeps sessions and queued messages over restarts."""
+        """A mosquitto of our own; `persistent` keeps sessions and queued messages over restarts.
+        A per-client queue of a million: mosquitto's default (1000 QoS 1 messages beyond those in
+        flight) drops messages for a test's recorder that falls behind a burst (the soak test's
+        thousands of events), and a test must see every event the service sent."""
         port = port or free_port()
         config = directory / "mosquitto.conf"
         persistence = (
@@ -43,7 +46,8 @@ class Broker:
         )
         config.write_text(
             f"listener {port} 127.0.0.1\n{persistence}"
-            f"log_dest stdout\nmessage_size_limit 0\nuser root\n{extra or 'allow_anonymous true'}\n"
+            f"log_dest stdout\nmessage_size_limit 0\nmax_queued_messages 1000000\nuser root\n"
+            f"{extra or 'allow_anonymous true'}\n"
         )
         process = subprocess.Popen(
             ["mosquitto", "-c", str(config)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
