@@ -7,6 +7,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
+import psutil
 import pytest
 
 from daemon.config import parse_config
@@ -159,3 +160,34 @@ def test_workers_from_config_only_for_the_service():
 def test_bad_worker_count_names_the_key(value):
     with pytest.raises(ConfigError, match=r"runtime\.workers"):
         parse_config({"runtime": {"workers": value}})
+
+
+LONG_SENTENCE = (
+    "The train now arriving at platform four is the delayed service to the airport, calling at "
+    "every station along the river, and passengers for the city center should change at the "
+    "next stop for the express connection."
+)
+
+
+def test_an_idle_backend_gives_its_arena_back_and_speaks_the_same_after(config):
+    backend = OrtCpuBackend(threads=2)
+    release = backend.requests.release
+    release.delay_s = 0.1
+    synthesizer = Synthesizer(VoiceRegistry(config, backend), Settings(config))
+    process = psutil.Process()
+
+    def render() -> tuple[np.ndarray, int]:
+        """The sentence's audio, and the memory given back once the request ended."""
+        before = release.releases
+        pieces, busy = [], 0
+        for piece in synthesizer.synthesize(LONG_SENTENCE, options=SILENT_NOISE):
+            pieces.append(piece.samples)
+            busy = process.memory_info().rss  # the request is still in progress here
+        with release.released:
+            assert release.released.wait_for(lambda: release.releases > before, timeout=30)
+        return np.concatenate(pieces), busy - process.memory_info().rss
+
+    first, freed = render()
+    assert freed > 50 * 2**20, f"only {freed / 2**20:.0f} MB given back"
+    again, _ = render()
+    np.testing.assert_allclose(again, first, atol=1e-6)

@@ -8,8 +8,9 @@ Concurrent requests (parallel workers): a run that has the CPU to itself uses th
 every core's threads; runs that overlap use narrow sessions with a share of the cores each, so
 that N requests at once do not oversubscribe the CPU (on 2 cores, two 1-thread sessions serve
 about 1.2x the utterances of one 2-thread session). All sessions of a process share one arena
-(ONNX Runtime's environment allocator), so idle sessions hold no activation memory, and the
-sessions of one artifact share one mapping of its weights (daemon.runtime.shared_weights).
+(ONNX Runtime's environment allocator, daemon.runtime.cpu_arena), so idle sessions hold no
+activation memory and an idle box gives the arena's memory back; the sessions of one artifact
+share one mapping of its weights (daemon.runtime.shared_weights).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from daemon.errors import BackendError
 from daemon.parts import WHOLE, part_kind
 from daemon.runtime.artifacts import Artifact, find_artifact
 from daemon.runtime.base import Backend, Stage, StageReport, ort_specs
+from daemon.runtime.cpu_arena import IdleRelease, register_shared_arena
 from daemon.runtime.ort_values import run_keeping
 from daemon.runtime.shared_weights import SharedWeights
 
@@ -75,42 +77,28 @@ def _shared_weights(artifact: Artifact | None) -> SharedWeights | None:
     return SharedWeights(artifact.directory / artifact.manifest["files"]["weights"]["name"], table)
 
 
-_shared_arena_lock = threading.Lock()
-_shared_arena_registered = False
-
-
-def _register_shared_arena() -> None:
-    """One CPU arena for every session of the process (once per process)."""
-    global _shared_arena_registered
-    import onnxruntime as ort
-
-    with _shared_arena_lock:
-        if _shared_arena_registered:
-            return
-        memory = ort.OrtMemoryInfo(
-            "Cpu", ort.OrtAllocatorType.ORT_ARENA_ALLOCATOR, 0, ort.OrtMemType.DEFAULT
-        )
-        # 0 / -1: no cap, ONNX Runtime's default growth (next power of two) and chunk sizes.
-        ort.create_and_register_allocator(memory, ort.OrtArenaCfg(0, 0, -1, -1))
-        _shared_arena_registered = True
-
-
 class Load:
-    """Requests in progress on one backend, whichever stage they are in."""
+    """Requests in progress on one backend, whichever stage they are in; when the last one
+    ends, `release` hears that the box is idle."""
 
-    def __init__(self) -> None:
+    def __init__(self, release: IdleRelease | None = None) -> None:
         self.active = 0
+        self.release = release
         self._lock = threading.Lock()
 
     @contextmanager
     def request(self) -> Iterator[None]:
         with self._lock:
             self.active += 1
+            if self.release is not None:
+                self.release.busy()
         try:
             yield
         finally:
             with self._lock:
                 self.active -= 1
+                if self.active == 0 and self.release is not None:
+                    self.release.idle()
 
 
 class SessionPool:
@@ -217,7 +205,7 @@ class OrtCpuBackend(Backend):
         self.workers = workers
         self.artifact_store = artifact_store
         self.precision = precision
-        self.requests = Load()
+        self.requests = Load(IdleRelease())
 
     def request(self) -> AbstractContextManager[None]:
         return self.requests.request()
@@ -226,7 +214,7 @@ class OrtCpuBackend(Backend):
         """Full optimisation, unless the graph is an artifact that was optimised at build time."""
         import onnxruntime as ort
 
-        _register_shared_arena()
+        register_shared_arena()
         options = ort.SessionOptions()
         options.graph_optimization_level = (
             ort.GraphOptimizationLevel.ORT_DISABLE_ALL
