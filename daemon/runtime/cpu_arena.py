@@ -11,6 +11,7 @@ request after an idle spell pays for its pages again (about 30 ms for a 512-fram
 
 from __future__ import annotations
 
+import atexit
 import threading
 from typing import Any
 
@@ -19,6 +20,8 @@ SHRINK = ("memory.enable_memory_arena_shrinkage", "cpu:0")
 
 _lock = threading.Lock()
 _registered = False
+_exiting = threading.Event()  # no release once the interpreter is finishing (ORT may be gone)
+atexit.register(_exiting.set)
 
 
 def register_shared_arena() -> None:
@@ -69,6 +72,8 @@ class IdleRelease:
         import numpy as np
         import onnxruntime as ort
 
+        if _exiting.is_set():
+            return
         session = self._shrinker()
         options = ort.RunOptions()
         options.add_run_config_entry(*SHRINK)
