@@ -39,8 +39,9 @@ REQUIRED_INPUTS = {"input", "input_lengths", "scales"}
 # Each window has CONTEXT_FRAMES of context on both sides: the decoder's receptive field reaches
 # 12 frames (with 12 the joined windows equal one whole decode exactly; with 8 they differ by
 # 6e-4), and every context frame is decoded twice, so no more. MAX_WINDOW_FRAMES bounds the
-# decoder's activation memory: about 0.45 MB per frame on the CPU (ONNX Runtime keeps its arena
-# at its peak), 230 MB for 512 frames; a longer window saves only its context (under 5 %).
+# decoder's activation memory: about 0.45 MB per frame on the CPU (ONNX Runtime's arena holds
+# it until the box is idle), 230 MB for 512 frames; a longer window saves only its context (under
+# 5 %).
 log = logging.getLogger(__name__)
 STREAM_MIN_FRAMES = 256
 FIRST_WINDOW_FRAMES = 32
@@ -392,9 +393,9 @@ class VitsVoice(Voice):
 
         if word.startswith("[") and word.endswith("]"):
             return word[1:-1]
-        if self.piper.phoneme_type == PhonemeType.TEXT:
-            return unicodedata.normalize("NFD", word)
-        return _espeak_word(self.piper.espeak_voice, word)
+        if self.piper.phoneme_type == PhonemeType.ESPEAK:
+            return _espeak_word(self.piper.espeak_voice, word)
+        return "".join(symbol for said in self._phonemize(word) for symbol in said)
 
     def _encode(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         assert self.encoder is not None

@@ -10,6 +10,7 @@ written words is shared among them by those lengths.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from itertools import accumulate
 
 import numpy as np
 
@@ -96,7 +97,7 @@ def _match(own: Sequence[int], heard: Sequence[int]) -> list[tuple[int, int, int
     each group a single word, with the least difference of phoneme counts; empty when none
     stays within the band."""
     n, m = len(own), len(heard)
-    own_sum, heard_sum = _prefix_sums(own), _prefix_sums(heard)
+    own_sum, heard_sum = list(accumulate(own, initial=0)), list(accumulate(heard, initial=0))
     cost: dict[tuple[int, int], float] = {(n, m): 0.0}
     step: dict[tuple[int, int], tuple[int, int]] = {}
     for i in range(n - 1, -1, -1):
@@ -122,13 +123,6 @@ def _match(own: Sequence[int], heard: Sequence[int]) -> list[tuple[int, int, int
         groups.append((i, i + a, j, j + b))
         i, j = i + a, j + b
     return groups
-
-
-def _prefix_sums(values: Sequence[int]) -> list[int]:
-    sums = [0]
-    for value in values:
-        sums.append(sums[-1] + value)
-    return sums
 
 
 def _shared(
