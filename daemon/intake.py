@@ -3,6 +3,7 @@ queued, each with its `queued` or `rejected` event; and the jobs a restart cut o
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -38,6 +39,7 @@ class JobIntake:
         self.journal = journal
         self.events = events
         self.lanes = lanes
+        self._admitting = threading.Lock()
 
     def submit(self, command: SayCommand, durable: bool = True) -> str | None:
         """Checks and queues a command. None when accepted, else why not (also sent as a
@@ -81,20 +83,25 @@ class JobIntake:
 
     def _enqueue(self, job: Job, **fields: Any) -> str | None:
         """Queues a job with its `queued` event; or its `rejected` event and why (which also
-        drops its journal entry)."""
-        try:
-            self.queue.put(job)
-        except DuplicateJob:
-            message = "this id was already accepted"
-            self.events.emit("rejected", job, reason="duplicate", message=message)
-            return message
-        except QueueFull:
-            message = f"{self.queue.max_jobs} jobs already queued"
-            self.events.emit("rejected", job, reason="queue_full", message=message)
-            return message
-        self.events.accepted()
-        priority = job.command.priority
-        self.events.emit("queued", job, priority=priority, queue_depth=len(self.queue), **fields)
+        drops its journal entry). `queued` is out before a lane can see the job, so no
+        interface ever hears `started` or `failed` first; the lock keeps any other
+        submission from taking the room between the admission and the push."""
+        with self._admitting:
+            try:
+                self.queue.admit(job)
+            except DuplicateJob:
+                message = "this id was already accepted"
+                self.events.emit("rejected", job, reason="duplicate", message=message)
+                return message
+            except QueueFull:
+                message = f"{self.queue.max_jobs} jobs already queued"
+                self.events.emit("rejected", job, reason="queue_full", message=message)
+                return message
+            self.events.accepted()
+            depth = len(self.queue) + 1
+            priority = job.command.priority
+            self.events.emit("queued", job, priority=priority, queue_depth=depth, **fields)
+            self.queue.push(job)
         return None
 
     def _make_room(self, job: Job) -> None:

@@ -70,20 +70,29 @@ class JobQueue:
         self._cond = threading.Condition()
         self._paused = False
 
-    def put(self, job: Job, *, requeue: bool = False) -> None:
-        """Raises DuplicateJob for an id already accepted, QueueFull past the bound."""
+    def admit(self, job: Job) -> None:
+        """Takes the job's id as accepted. Raises DuplicateJob for an id already accepted,
+        QueueFull past the bound. The job is not queued yet: `push` queues it."""
         with self._cond:
-            if not requeue:
-                if job.id in self._seen:
-                    raise DuplicateJob(job.id)
-                if len(self._heap) >= self.max_jobs:
-                    raise QueueFull(job.id)
-                self._seen[job.id] = None
-                if len(self._seen) > SEEN_IDS:
-                    self._seen.popitem(last=False)
+            if job.id in self._seen:
+                raise DuplicateJob(job.id)
+            if len(self._heap) >= self.max_jobs:
+                raise QueueFull(job.id)
+            self._seen[job.id] = None
+            if len(self._seen) > SEEN_IDS:
+                self._seen.popitem(last=False)
+
+    def push(self, job: Job) -> None:
+        """Queues an admitted job (or one a lane gives back to resume later)."""
+        with self._cond:
             rank = PRIORITY_RANK[job.command.priority]
             heapq.heappush(self._heap, (rank, next(self._arrival), job))
             self._cond.notify_all()
+
+    def put(self, job: Job) -> None:
+        """`admit`, then `push`."""
+        self.admit(job)
+        self.push(job)
 
     def get(self, timeout: float, accepts: Callable[[Job], bool] | None = None) -> Job | None:
         """The next job `accepts` takes (best priority, then oldest), or None after `timeout`

@@ -135,7 +135,7 @@ class Lane(threading.Thread):
             "interrupted", job, reason=self._interrupt, will_resume=resumes or None, **job.timings()
         )
         if requeue:
-            self.queue.put(job, requeue=True)
+            self.queue.push(job)
 
     def _sentences(self, job: Job, rate: int) -> Iterator[AudioPiece]:
         command = job.command
