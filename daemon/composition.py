@@ -98,7 +98,7 @@ def build_service(config: Config) -> Service:
         events.listeners.append(render.on_event)
     discovery = None
     if config.homeassistant.discovery:
-        discovery = HomeAssistantDiscovery(config, outbox.publish, lambda: voices.names)
+        discovery = HomeAssistantDiscovery(config, outbox.publish, voices.usable)
         external.update(discovery.subscriptions())
     if config.hermes.enabled:
         hermes = HermesTts(settings, intake.submit, outbox.publish)

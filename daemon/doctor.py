@@ -149,7 +149,6 @@ def _answer(answers: queue.Queue, kind: str) -> Any:
 
 def _voices(config: Config) -> list[Finding]:
     """Each voice loads from intact files; its artifacts and loudness are there."""
-    from daemon.errors import FastvoiceError
     from daemon.runtime.artifacts import default_store
     from daemon.runtime.ort_cpu import OrtCpuBackend
     from daemon.voices.registry import VoiceRegistry
@@ -158,13 +157,14 @@ def _voices(config: Config) -> list[Finding]:
     store = config.runtime.artifact_dir or default_store()
     registry = VoiceRegistry(config, OrtCpuBackend(threads=1, artifact_store=store))
     findings = []
+    usable = registry.usable()
     for name in registry.names:
-        try:
-            info = registry.get(name).info
-        except FastvoiceError as error:
-            fix = f"reinstall it (fastvoice voices install {name}) or fix its entry in `voices`"
-            findings.append(Finding(f"voice {name}", FAIL, str(error), fix))
-            continue
+        broken = registry.broken.get(name)
+        if broken is not None:
+            detail = f"quarantined (the service goes on without it): {broken.error}"
+            findings.append(Finding(f"voice {name}", FAIL, detail, broken.fix))
+    for name in usable:
+        info = registry.get(name).info
         findings.append(Finding(f"voice {name}", OK, f"{info.family}, {info.language}, loads"))
     missing = missing_artifacts(config, store, gpu=False)
     if missing:

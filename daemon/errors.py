@@ -25,6 +25,13 @@ class VoiceError(FastvoiceError):
     exit_code = 2
 
 
+class VoiceInstallError(VoiceError):
+    """A voice's files could not be fetched whole, or they do not make a working voice: a
+    runtime failure (exit code 1), not a usage error."""
+
+    exit_code = 1
+
+
 class SoundError(FastvoiceError):
     """A chime or sound is unknown, unreadable or unsuitable (too long, too large)."""
 

@@ -110,6 +110,14 @@ class _StateCollector:
         for stage in state["stages"]:
             stages.add_metric([stage["stage"], stage["backend"], stage["precision"]], 1)
         yield stages
+        broken = GaugeMetricFamily(
+            "fastvoice_voice_broken",
+            "1 for each voice that cannot load or speak (quarantined; the others go on)",
+            labels=["voice"],
+        )
+        for name in state["broken_voices"]:
+            broken.add_metric([name], 1)
+        yield broken
         gpu_bytes = state.get("gpu_memory_bytes")
         if gpu_bytes is not None:
             yield GaugeMetricFamily(

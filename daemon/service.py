@@ -21,7 +21,7 @@ from daemon.artifact_build import build_missing_artifacts
 from daemon.audio.player import Player
 from daemon.cache import PhraseCache
 from daemon.clock import clock_state
-from daemon.errors import FastvoiceError
+from daemon.errors import FastvoiceError, VoiceError
 from daemon.event_sink import EventSink
 from daemon.intake import JobIntake
 from daemon.jobs import JobQueue
@@ -69,6 +69,7 @@ class Service:
     artifacts_problem: str | None = field(default=None, init=False)
     published_problems: tuple[str | None, ...] | None = field(default=None, init=False)
     started: float = field(default_factory=time.time, init=False)
+    unannounced_broken: list[str] = field(default_factory=list, init=False)
 
     # --- lifecycle (main thread) ---
 
@@ -77,8 +78,7 @@ class Service:
         gpu_in_play = self.voices.backend.gpu_report() is not None
         self.artifacts_problem = build_missing_artifacts(config, gpu_in_play)
         sdnotify.notify("STATUS=loading voices")
-        for name in self.voices.names:
-            self.warm(name)
+        self.load_voices(self.voices.names)
         self.pregenerate()
         self.intake.recover()
         for lane in self.lanes:
@@ -107,11 +107,45 @@ class Service:
         sdnotify.notify("READY=1")
         sdnotify.notify(f"STATUS=serving on {config.mqtt.host}:{config.mqtt.port}")
 
+    def load_voices(self, names: list[str]) -> None:
+        """Loads and warms voices. One that cannot load or speak is quarantined (reported in
+        status/info, metrics and a `voice_broken` event); if it is the default voice, the
+        embedded voice stands in for it, said in the log and the event."""
+        for name in names:
+            self.warm(name)
+        broken_default = self.voices.fall_back()
+        if broken_default is not None:
+            log.error(
+                "the default voice %r cannot be used; speaking with the embedded voice %r "
+                "until it is fixed (%s)",
+                broken_default.name,
+                self.voices.default,
+                broken_default.fix,
+            )
+            self.warm(self.voices.default)
+        self.unannounced_broken = [name for name in self.voices.broken if name in names]
+
     def warm(self, name: str) -> None:
         """Loads a voice and runs it once: ONNX Runtime's first run of a session is slow, so
-        it is paid here, not by the first job."""
-        for _ in self.voices.get(name).synthesize_sentence("Ready.", SpeechOptions()):
+        it is paid here, not by the first job. A voice that fails is quarantined."""
+        try:
+            for _ in self.voices.get(name).synthesize_sentence("Ready.", SpeechOptions()):
+                pass
+        except VoiceError:  # quarantined by the registry as it failed to load
             pass
+        except Exception as error:  # it loaded, but cannot speak
+            self.voices.quarantine(name, f"cannot speak: {str(error) or repr(error)}")
+
+    def announce_broken(self) -> None:
+        """A `voice_broken` event for each voice quarantined since the last announcement."""
+        for name in self.unannounced_broken:
+            broken = self.voices.broken.get(name)
+            if broken is None:
+                continue
+            fallback = self.voices.default if self.voices.fallback_from == name else None
+            fields = {"message": broken.message, "fix": broken.fix, "fallback": fallback}
+            self.events.emit("voice_broken", None, voice=name, **fields)
+        self.unannounced_broken = []
 
     def pregenerate(self) -> None:
         """Renders the configured fixed phrases into the cache (already cached ones are hits)."""
@@ -169,9 +203,12 @@ class Service:
     def refresh_voices(self, announce: bool = True) -> None:
         """Takes voices installed or removed since (the voices directory is rescanned); Home
         Assistant's voice select hears of a change."""
+        retried = sorted(self.voices.broken)
         added, removed = self.voices.refresh(self.settings.config)
-        for name in added:  # loaded and warmed here, not on the network thread of a first job
-            self.warm(name)
+        # Loaded and warmed here, not on the network thread of a first job.
+        self.load_voices(sorted({*added, *retried} - set(removed)))
+        if self.link.connected:
+            self.announce_broken()
         if added or removed:
             log.info("voices: added %s; removed %s", added or "none", removed or "none")
             if self.discovery is not None:
@@ -182,6 +219,7 @@ class Service:
     # --- status ---
 
     def on_online(self) -> None:
+        self.announce_broken()
         self.publish_info()
         self.commands.publish_state()
         if self.discovery is not None:
@@ -206,13 +244,14 @@ class Service:
             self.journal.problem if self.journal is not None else None,
             self.artifacts_problem,
             self.link.problem,
+            ", ".join(sorted(self.voices.broken)) or None,
         )
 
     def metrics_state(self) -> dict[str, Any]:
         """What /metrics reads at each scrape."""
         stages = [
             stage.as_dict()
-            for name in self.voices.names
+            for name in self.voices.usable()
             for stage in self.voices.get(name).info.stages
         ]
         memory = self.voices.backend.gpu_memory()
@@ -221,11 +260,12 @@ class Service:
             "playing": sum(1 for lane in self.lanes if lane.current is not None),
             "broker_connected": self.link.connected,
             "stages": stages,
+            "broken_voices": sorted(self.voices.broken),
             "gpu_memory_bytes": None if memory is None else memory.get("process_bytes"),
         }
 
     def info(self) -> dict[str, Any]:
-        voices = [self.voices.get(name).info.as_dict() for name in self.voices.names]
+        voices = [self.voices.get(name).info.as_dict() for name in self.voices.usable()]
         try:
             target = self.player.target(self.voices.get().info.sample_rate).name
         except FastvoiceError as error:
@@ -239,7 +279,9 @@ class Service:
             "started": round(self.started, 3),
             "broker_connected": self.link.connected,
             "default_voice": self.voices.default,
+            "default_voice_fallback_from": self.voices.fallback_from,
             "voices": voices,
+            "broken_voices": [broken.as_dict() for broken in self.voices.broken.values()],
             "backend": backend.name,
             "backend_reason": self.backend_reason,
             "workers": backend.workers,

@@ -80,13 +80,31 @@ def build_cpu_voices(
     progress: Progress = log.info,
 ) -> list[BuildResult]:
     precision = config.runtime.precision
-    return [
-        result
-        for builder in builders(config, store)
-        for result in builder.build_cpu(
+    return each_voice(
+        builders(config, store),
+        store,
+        lambda builder: builder.build_cpu(
             precision=precision, force=force, verify=verify, progress=progress
-        )
-    ]
+        ),
+    )
+
+
+def each_voice(
+    voice_builders: list[VoiceBuilder],
+    store: Path,
+    build: Callable[[VoiceBuilder], list[BuildResult]],
+) -> list[BuildResult]:
+    """Builds voice by voice: one whose files cannot be read is reported `failed: ...` and
+    the others are still built (the service quarantines it)."""
+    results: list[BuildResult] = []
+    for builder in voice_builders:
+        try:
+            results += build(builder)
+        except Exception as error:  # whatever a voice's damaged files make a builder raise
+            message = str(error) or repr(error)
+            log.error("voice %s: cannot be built: %s", builder.name, message)
+            results.append(BuildResult(builder.name, builder.name, f"failed: {message}", store, 0))
+    return results
 
 
 def build_gpu_voices(
@@ -114,7 +132,7 @@ def build_gpu_voices(
         engine_builder=engine_builder,
         engines=config.runtime.backend in ("auto", "trt") and stack.engines_possible,
     )
-    return [result for builder in builders(config, store) for result in builder.build_gpu(steps)]
+    return each_voice(builders(config, store), store, lambda builder: builder.build_gpu(steps))
 
 
 def missing_artifacts(config: Config, store: Path, gpu: bool) -> list[str]:
@@ -125,4 +143,10 @@ def missing_artifacts(config: Config, store: Path, gpu: bool) -> list[str]:
     if gpu:
         return ["the GPU engines"]
     precision = config.runtime.precision
-    return [item for builder in builders(config, store) for item in builder.missing(precision)]
+    missing = []
+    for builder in builders(config, store):
+        try:
+            missing += builder.missing(precision)
+        except Exception as error:  # a damaged voice: it is quarantined when it is loaded
+            log.warning("voice %s: artifacts not checked: %s", builder.name, error)
+    return missing

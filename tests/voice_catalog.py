@@ -233,3 +233,16 @@ class CatalogServer:
     def stop(self) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+def junk_mirror(root: Path) -> Path:
+    """A catalogue of one voice, `de_DE-junk-medium`, whose model is junk listed with its true
+    size and digest: every download check passes, the voice cannot load."""
+    voice = MirrorVoice("de_DE-junk-medium", GERMAN, "de")
+    folder = root / voice.folder
+    folder.mkdir(parents=True)
+    (folder / f"{voice.key}.onnx").write_bytes(bytes(range(256)) * 64)
+    config = voice_json(voice.language, voice.espeak)
+    (folder / f"{voice.key}.onnx.json").write_text(json.dumps(config, ensure_ascii=False))
+    (root / "voices.json").write_text(json.dumps({voice.key: _entry(voice, root)}, indent=2))
+    return root

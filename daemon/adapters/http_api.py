@@ -119,8 +119,9 @@ class Routes:
 
     async def voices(self, request: Request) -> Response:
         voices = self.ports.synthesizer.voices
-        described = [voices.get(name).info.as_dict() for name in voices.names]
-        return JSONResponse({"default": voices.default, "voices": described})
+        described = [voices.get(name).info.as_dict() for name in voices.usable()]
+        broken = [voice.as_dict() for voice in voices.broken.values()]
+        return JSONResponse({"default": voices.default, "voices": described, "broken": broken})
 
     async def sounds(self, request: Request) -> Response:
         """The chimes a say may name, and the default chime of each priority."""

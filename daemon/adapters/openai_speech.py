@@ -80,7 +80,7 @@ async def voices(ports: HttpPorts, request: Request) -> Response:
 
     def described() -> list[dict]:
         listed = []
-        for name in registry.names:
+        for name in registry.usable():
             info = registry.get(name).info
             listed.append(
                 {

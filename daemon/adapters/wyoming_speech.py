@@ -24,7 +24,7 @@ class WyomingSpeech:
 
         attribution = Attribution(name="fastvoice", url="")
         voices = []
-        for name in self.synthesizer.voices.names:
+        for name in self.synthesizer.voices.usable():
             info = self.synthesizer.voices.get(name).info
             voices.append(
                 TtsVoice(

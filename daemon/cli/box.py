@@ -31,6 +31,11 @@ def cmd_build(args: argparse.Namespace) -> int:
     results = build_voices(config, store, force=args.force, verify=args.verify, progress=progress)
     for result in results:
         print(f"{result.stage}: {result.status} ({result.seconds:.2f} s) {result.directory}")
+    failed = [result.voice for result in results if result.status.startswith("failed")]
+    if failed:
+        names = ", ".join(failed)
+        print(f"fastvoice: error: cannot build {names} (the others are built)", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -86,7 +91,13 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 def cmd_system_install(args: argparse.Namespace) -> int:
     from daemon.system_install import install
 
-    install(args.root, args.box, build=not args.no_build, start=not args.no_start)
+    install(
+        args.root,
+        args.box,
+        build=not args.no_build,
+        start=not args.no_start,
+        executable=args.executable,
+    )
     return 0
 
 
@@ -192,6 +203,11 @@ def add_commands(commands, common: argparse.ArgumentParser) -> None:
     )
     system_install.add_argument("--no-build", action="store_true", help="skip the artifacts")
     system_install.add_argument("--no-start", action="store_true", help="enable, do not start")
+    system_install.add_argument(
+        "--executable",
+        type=Path,
+        help="the fastvoice program the unit runs (default: this installation's)",
+    )
     system_install.set_defaults(handler=cmd_system_install)
     system_uninstall = system_commands.add_parser(
         "uninstall", parents=[common], help="remove the unit and the user (config and voices kept)"

@@ -23,7 +23,8 @@ def cmd_voices(args: argparse.Namespace) -> int:
 
     config = load_config(args.config)
     registry, reason = setup(config)
-    infos = [registry.get(name).info for name in registry.names]
+    infos = [registry.get(name).info for name in registry.usable()]
+    broken = list(registry.broken.values())
     gpu = registry.backend.gpu_report()
     if args.json:
         report = {
@@ -31,6 +32,7 @@ def cmd_voices(args: argparse.Namespace) -> int:
             "backend_reason": reason,
             "gpu": gpu,
             "voices": [info.as_dict() for info in infos],
+            "broken": [voice.as_dict() for voice in broken],
         }
         print(json.dumps(report, indent=2))
         return 0
@@ -49,6 +51,9 @@ def cmd_voices(args: argparse.Namespace) -> int:
             f"{info.name + marker:<24} {info.family:<7} {info.language:<9} {info.sample_rate:>6} "
             f"{max(1, len(info.speakers)):>8}  {backend}"
         )
+    for voice in broken:
+        marker = "*" if voice.name == config.voice else " "
+        print(f"{voice.name + marker:<24} BROKEN: {voice.error}\n{'':<24} fix: {voice.fix}")
     print("* default voice")
     print(f"backend: {reason}")
     for decision in (gpu or {}).get("budget", {}).get("decisions", []):
@@ -122,18 +127,21 @@ def cmd_list(args: argparse.Namespace) -> int:
     from daemon.config import load_config
 
     config = load_config(args.config)
-    installed = _installed(config)
     if args.installed:
-        entries = {name: voice.entry for name, voice in installed.items()}
+        rows = _box_rows(config)
     else:
-        entries = _catalog(config, args.mirror)[0]
+        on_box = set(_installed(config)) | set(config.voices)
+        rows = [
+            {**entry.summary(), "installed": name in on_box}
+            for name, entry in sorted(_catalog(config, args.mirror)[0].items())
+        ]
     language = (args.language or "").replace("-", "_").lower()
     rows = [
-        {**entry.summary(), "installed": name in installed}
-        for name, entry in sorted(entries.items())
+        row
+        for row in rows
         if not language
-        or entry.language.code.lower() in (language, language.split("_")[0])
-        or entry.language.family.lower() == language
+        or row["language"].lower() in (language, language.split("_")[0])
+        or row["language"].split("_")[0].lower() == language
     ]
     if args.json:
         print(json.dumps(rows, indent=2, ensure_ascii=False))
@@ -144,14 +152,43 @@ def cmd_list(args: argparse.Namespace) -> int:
     print(f"{'name':<36} {'language':<22} {'quality':<8} {'speakers':>8} {'size':>8}")
     for row in rows:
         mark = "*" if row["installed"] else " "
-        language_name = f"{row['language']} {row['language_name']}"[:22]
-        size = f"{row['size_bytes'] / 1e6:.0f} MB"
+        language_name = f"{row['language']} {row['language_name']}".strip()[:22]
+        size = f"{row['size_bytes'] / 1e6:.0f} MB" if row["size_bytes"] else "-"
         print(
             f"{row['name'] + mark:<36} {language_name:<22} {row['quality']:<8} "
             f"{row['speakers']:>8} {size:>8}"
         )
+        broken = row.get("broken")
+        if broken:
+            print(f"{'':<4}BROKEN: {broken['error']}\n{'':<4}fix: {broken['fix']}")
     print("* installed")
     return 0
+
+
+def _box_rows(config) -> list[dict[str, Any]]:
+    """The voices on this box, each loaded to tell whether it works: the installed ones (with
+    their catalogue entries) and the configured ones (the embedded voice among them)."""
+    installed = _installed(config)
+    registry, _ = setup(config)
+    usable = set(registry.usable())
+    rows = []
+    for name in registry.names:
+        if name in installed:
+            row = {**installed[name].entry.summary(), "source": "catalogue"}
+        else:
+            info = registry.get(name).info if name in usable else None
+            row = {
+                "name": name,
+                "language": info.language if info else "",
+                "language_name": "",
+                "quality": "",
+                "speakers": max(1, len(info.speakers)) if info else 0,
+                "size_bytes": 0,
+                "source": "config",
+            }
+        broken = registry.broken.get(name)
+        rows.append({**row, "installed": True, "broken": broken.as_dict() if broken else None})
+    return rows
 
 
 class _Bars:
@@ -249,7 +286,8 @@ def cmd_show(args: argparse.Namespace) -> int:
     if args.name not in configs:
         known = ", ".join(sorted(configs))
         raise VoiceError(f"voice {args.name!r} is not on this box (voices: {known})")
-    described: dict[str, Any] = {"name": args.name, "installed": args.name in installed}
+    source = "catalogue" if args.name in installed else "config"
+    described: dict[str, Any] = {"name": args.name, "installed": True, "source": source}
     if args.name in installed:
         described["catalogue"] = installed[args.name].describe()
         described["speaker_names"] = sorted(

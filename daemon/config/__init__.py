@@ -29,6 +29,7 @@ from daemon.config.voices import (
     CosyVoice2VoiceConfig,
     VitsVoiceConfig,
     VoiceConfig,
+    default_voices,
 )
 from daemon.config.yaml_file import MAX_CONFIG_BYTES, read_yaml
 
@@ -67,6 +68,7 @@ __all__ = [
     "VoiceName",
     "WyomingConfig",
     "config_path_in_use",
+    "default_voices",
     "load_config",
     "parse_config",
     "read_config_file",

@@ -18,7 +18,7 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
-from daemon.errors import VoiceError
+from daemon.errors import VoiceInstallError
 from daemon.voices.catalog import CatalogFile, is_url
 
 BLOCK = 1 << 20
@@ -27,7 +27,7 @@ ATTEMPTS = 3  # a cut mid-file is resumed this many times before the install giv
 Progress = Callable[[int], None]  # bytes just added
 
 
-class DownloadError(VoiceError):
+class DownloadError(VoiceInstallError):
     """A file could not be fetched whole and intact; the message says which and why."""
 
 

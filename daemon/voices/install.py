@@ -3,6 +3,7 @@ then the folder renamed into place (daemon.voices.installed describes the layout
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -12,8 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from daemon.config import CatalogConfig
-from daemon.errors import VoiceError
+from daemon.config import CatalogConfig, VitsVoiceConfig
+from daemon.errors import VoiceError, VoiceInstallError
 from daemon.files import replaced_atomically
 from daemon.voices.catalog import CatalogEntry, file_location
 from daemon.voices.download import DownloadError, fetch
@@ -25,6 +26,7 @@ from daemon.voices.installed import (
     voices_dir,
     write_index,
 )
+from daemon.voices.registry import trial
 
 _LOCK = threading.Lock()  # one install or removal at a time in a process
 
@@ -44,8 +46,11 @@ def install(
     files_base: str,
     progress: Callable[[Transfer], None] | None = None,
 ) -> InstalledVoice:
-    """Fetches and checks every file of `entry` from `files_base`, then moves the voice into
-    place (replacing an older install of it). DownloadError names what failed."""
+    """Fetches and checks every file of `entry` from `files_base`, loads the voice and has it
+    speak a test sentence, then moves it into place (replacing an older install of it).
+    DownloadError names what failed; a voice that does not load or speak is refused
+    (VoiceError) and its files removed. A cut download keeps its files to resume; nothing
+    else is left in staging."""
     root = voices_dir(catalog.dir)
     with _LOCK:
         staging = root / STAGING / entry.key
@@ -53,19 +58,16 @@ def install(
             staging.mkdir(parents=True, exist_ok=True)
         except OSError as error:
             raise VoiceError(f"cannot write {root}: {error.strerror or error}") from None
-        _check_space(staging, entry)
-        for path, expected in entry.files.items():
-            name = path.rsplit("/", 1)[-1]
-            if (staging / name).exists():  # fetched and checked by an earlier, cut-off install
-                continue
-            transfer = Transfer(name, 0, expected.size_bytes)
-
-            def added(count: int, transfer: Transfer = transfer) -> None:
-                transfer.done += count
-                if progress is not None:
-                    progress(transfer)
-
-            fetch(file_location(files_base, path), staging / name, expected, added)
+        try:
+            _fetch_all(staging, entry, files_base, progress)
+        finally:
+            _drop_if_empty(staging)
+        try:
+            _trial(staging, entry)
+        except VoiceError:
+            shutil.rmtree(staging, ignore_errors=True)
+            _drop_if_empty(root / STAGING)
+            raise
         record = {
             "entry": entry.model_dump(mode="json"),
             "source": files_base,
@@ -81,8 +83,45 @@ def install(
             os.replace(final, old)
         os.replace(staging, final)
         shutil.rmtree(old, ignore_errors=True)
+        _drop_if_empty(root / STAGING)
         write_index(root)
     return installed(root)[entry.key]
+
+
+def _fetch_all(
+    staging: Path,
+    entry: CatalogEntry,
+    files_base: str,
+    progress: Callable[[Transfer], None] | None,
+) -> None:
+    _check_space(staging, entry)
+    for path, expected in entry.files.items():
+        name = path.rsplit("/", 1)[-1]
+        if (staging / name).exists():  # fetched and checked by an earlier, cut-off install
+            continue
+        transfer = Transfer(name, 0, expected.size_bytes)
+
+        def added(count: int, transfer: Transfer = transfer) -> None:
+            transfer.done += count
+            if progress is not None:
+                progress(transfer)
+
+        fetch(file_location(files_base, path), staging / name, expected, added)
+
+
+def _trial(staging: Path, entry: CatalogEntry) -> None:
+    """The voice, from its staged files, loads and speaks (VoiceError otherwise)."""
+    model = staging / entry.model_file
+    voice_config = VitsVoiceConfig(model=model, config=staging / entry.config_file)
+    try:
+        trial(entry.key, voice_config)
+    except VoiceError as error:
+        raise VoiceInstallError(f"{error}; not installed, its files were removed") from None
+
+
+def _drop_if_empty(folder: Path) -> None:
+    with contextlib.suppress(OSError):  # not there, or not empty: kept
+        folder.rmdir()
 
 
 def remove(catalog: CatalogConfig, name: str) -> InstalledVoice:

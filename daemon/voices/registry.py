@@ -1,13 +1,21 @@
 """Voices by name, from the config and the voices directory, loaded on first use (one copy per
-process). `refresh` takes voices installed or removed since, without a restart."""
+process). `refresh` takes voices installed or removed since, without a restart.
+
+A voice that cannot load (a damaged model, a missing package, a graph that is not a voice's) is
+quarantined: it is reported with its error and its fix, every request for it gets that error,
+and the others go on. If it is the default voice, the embedded voice stands in for it.
+"""
 
 from __future__ import annotations
 
 import importlib
+import logging
 import threading
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from daemon.config import Config, VitsVoiceConfig, VoiceConfig
+from daemon.config import DEFAULT_VOICE, Config, VitsVoiceConfig, VoiceConfig, default_voices
 from daemon.errors import VoiceError
 from daemon.runtime.artifacts import default_store
 from daemon.runtime.base import Backend
@@ -15,6 +23,7 @@ from daemon.text.script import Utterance
 from daemon.voices.base import Voice
 from daemon.voices.installed import installed, voices_dir
 
+log = logging.getLogger(__name__)
 # Family → (module, class), imported when a voice of the family is first loaded: a command that
 # speaks with a Piper voice never imports the CosyVoice 2 pipeline.
 FAMILIES: dict[str, tuple[str, str]] = {
@@ -39,15 +48,62 @@ def voice_configs(config: Config) -> dict[str, VoiceConfig]:
     return voices
 
 
+TRIAL_SENTENCE = "Test."
+
+
+def trial(name: str, voice_config: VoiceConfig) -> None:
+    """Loads a voice on a CPU session of its own and speaks a test sentence: VoiceError with
+    the reason when it cannot (a voice is installed only once this passed)."""
+    from daemon.runtime.ort_cpu import OrtCpuBackend
+    from daemon.voices.base import SpeechOptions
+
+    try:
+        family = voice_class(voice_config.family)
+        voice = family(name, voice_config, OrtCpuBackend(threads=1))
+        pieces = list(voice.synthesize_sentence(TRIAL_SENTENCE, SpeechOptions()))
+    except Exception as error:  # whatever its files make a loader or a run raise
+        raise VoiceError(f"voice {name!r} does not load: {str(error) or repr(error)}") from None
+    if not any(piece.samples.size for piece in pieces):
+        raise VoiceError(f"voice {name!r} said nothing for the test sentence {TRIAL_SENTENCE!r}")
+
+
+@dataclass(frozen=True)
+class BrokenVoice:
+    """A voice that failed to load: why, and what fixes it."""
+
+    name: str
+    error: str
+    installed: bool  # from the voices directory (else from the config's `voices`)
+
+    @property
+    def fix(self) -> str:
+        if self.installed:
+            return (
+                f"fastvoice voices remove {self.name}, or fastvoice voices install {self.name} "
+                "again (then systemctl reload fastvoice)"
+            )
+        return f"fix voices.{self.name} in the config (then systemctl reload fastvoice)"
+
+    @property
+    def message(self) -> str:
+        return f"voice {self.name!r} cannot be used: {self.error} (fix: {self.fix})"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "error": self.error, "fix": self.fix}
+
+
 class VoiceRegistry:
     """The voices (configured and installed; `refresh` rescans) and the default one (which a
     reload or the MQTT `voice` command changes)."""
 
     def __init__(self, config: Config, backend: Backend) -> None:
         self.default = config.voice
+        self.fallback_from: str | None = None  # the default voice while the embedded stands in
         self.backend = backend
         self.loudness_store: Path = config.runtime.artifact_dir or default_store()
         self.configs: dict[str, VoiceConfig] = voice_configs(config)
+        self.broken: dict[str, BrokenVoice] = {}
+        self._configured = set(config.voices)
         self._loaded: dict[str, Voice] = {}
         self._lock = threading.Lock()
 
@@ -55,10 +111,21 @@ class VoiceRegistry:
     def names(self) -> list[str]:
         return sorted(self.configs)
 
+    def usable(self) -> list[str]:
+        """The voices that load (each loaded now if it was not); the others are quarantined."""
+        names = []
+        for name in self.names:
+            try:
+                self.get(name)
+            except VoiceError:
+                continue
+            names.append(name)
+        return names
+
     def refresh(self, config: Config) -> tuple[list[str], list[str]]:
         """Rescans the voices directory: (added, removed). A voice whose settings or files
-        changed (a reinstall) is loaded again at its next use; the default voice is never
-        dropped."""
+        changed (a reinstall) is loaded again at its next use, and a quarantined voice is tried
+        again; the default voice is never dropped."""
         configs = voice_configs(config)
         with self._lock:
             if self.default not in configs and self.default in self.configs:
@@ -69,7 +136,35 @@ class VoiceRegistry:
                 if configs.get(name) != self.configs.get(name) or voice.changed_on_disk():
                     del self._loaded[name]
             self.configs = configs
+            self._configured = set(config.voices)
+            self.broken.clear()
+            if self.fallback_from is not None:
+                self.default, self.fallback_from = self.fallback_from, None
         return added, removed
+
+    def fall_back(self) -> BrokenVoice | None:
+        """When the default voice is quarantined, the embedded voice becomes the default (the
+        configured one is tried again at the next refresh). Returns the broken default, or
+        None when it loads."""
+        broken = self.broken.get(self.default)
+        if broken is None or self.default == DEFAULT_VOICE:
+            return None
+        with self._lock:
+            self.configs.setdefault(DEFAULT_VOICE, default_voices()[DEFAULT_VOICE])
+        self.fallback_from, self.default = self.default, DEFAULT_VOICE
+        return broken
+
+    def quarantine(self, name: str, error: str) -> BrokenVoice:
+        """Takes a voice out of use until the next refresh (it loaded but cannot speak)."""
+        with self._lock:
+            return self._quarantine(name, error)
+
+    def _quarantine(self, name: str, error: str) -> BrokenVoice:
+        broken = BrokenVoice(name, error, name not in self._configured)
+        self.broken[name] = broken
+        self._loaded.pop(name, None)
+        log.error("%s; the other voices go on", broken.message)
+        return broken
 
     def require(self, name: str | None = None) -> str:
         """The voice's name (the default for None); VoiceError naming the known ones if there
@@ -87,14 +182,22 @@ class VoiceRegistry:
         self.get(name).check_utterance(utterance)
 
     def get(self, name: str | None = None) -> Voice:
+        """The voice, loaded on first use. VoiceError with its error and fix when it cannot
+        load (it stays quarantined until the next refresh: not loaded again by each request)."""
         name = self.require(name)
         with self._lock:
+            if name in self.broken:
+                raise VoiceError(self.broken[name].message)
             if name not in self._loaded:
-                voice_config = self.configs[name]
-                family = voice_class(voice_config.family)
-                if voice_config.family == "vits":
-                    voice = family(name, voice_config, self.backend, self.loudness_store)
-                else:
-                    voice = family(name, voice_config, self.backend)
-                self._loaded[name] = voice
+                try:
+                    self._loaded[name] = self._load(name, self.configs[name])
+                except Exception as error:  # whatever its files make a loader raise
+                    broken = self._quarantine(name, str(error) or repr(error))
+                    raise VoiceError(broken.message) from None
             return self._loaded[name]
+
+    def _load(self, name: str, voice_config: VoiceConfig) -> Voice:
+        family = voice_class(voice_config.family)
+        if voice_config.family == "vits":
+            return family(name, voice_config, self.backend, self.loudness_store)
+        return family(name, voice_config, self.backend)
