@@ -1,13 +1,16 @@
 """`sudo fastvoice system install | uninstall`: fastvoice as a service on this box, in one command.
 
 Install (idempotent: a second run changes nothing it made and keeps a config you edited): the
-system user `fastvoice` in the audio group (and video on a GPU box), its directories, a config
-from the template for the box (cpu, jetson or rtx: detected, or `--box`), the unit (ExecStart at
-this installation's `fastvoice`) with the GPU drop-in where it applies, the on-device artifacts
+system user `fastvoice` in the audio group (and video on a GPU box) and its directories, declared
+the systemd way (a sysusers.d and a tmpfiles.d entry, so an image makes them again at first boot)
+and made now by systemd-sysusers; a config from the template for the box (cpu, jetson or rtx:
+detected, or `--box`), the unit (ExecStart at this installation's `fastvoice`, refused where the
+unit's own sandbox would hide it) with the GPU drop-in where it applies, the on-device artifacts
 built as the service's user, then `systemctl enable --now`. `--root DIR` does all of it inside a
-directory tree (the user in DIR/etc/passwd, `systemctl --root` for the enablement, nothing
-started), which is how the tests check the files, owners and unit. Uninstall removes the unit and
-the user and keeps the config and the voices unless `--purge`.
+directory tree, empty or not (building an image or a package: the user in DIR/etc/passwd,
+`systemctl --root` for the enablement, nothing started), which is how the tests check the files,
+owners and unit. Uninstall removes the unit and the user and keeps the config and the voices
+unless `--purge`.
 """
 
 from __future__ import annotations
@@ -29,10 +32,21 @@ TEMPLATES = {"cpu": "fastvoice.yaml", "jetson": "jetson-orin.yaml", "rtx": "rtx-
 UNIT = "fastvoice.service"
 DROP_IN = "fastvoice.service.d/gpu.conf"
 Say = Callable[[str], None]
+# What the unit's sandbox settings hide from the service: its program must live elsewhere.
+HIDDEN_BY = {
+    "ProtectHome": ("/home", "/root", "/run/user"),
+    "PrivateTmp": ("/tmp", "/var/tmp"),
+}
 
 
 class InstallError(FastvoiceError):
     """A step of the install that failed; the message names the step and the command."""
+
+
+class UnreachableProgram(InstallError):
+    """The unit would run a program its own sandbox hides: a usage error, nothing written."""
+
+    exit_code = 2
 
 
 def detect_box(root: Path = Path("/")) -> str:
@@ -76,6 +90,14 @@ class Layout:
     @property
     def drop_in(self) -> Path:
         return self.path(f"/etc/systemd/system/{DROP_IN}")
+
+    @property
+    def sysusers(self) -> Path:
+        return self.path("/etc/sysusers.d/fastvoice.conf")
+
+    @property
+    def tmpfiles(self) -> Path:
+        return self.path("/etc/tmpfiles.d/fastvoice.conf")
 
 
 @dataclass
@@ -127,21 +149,63 @@ def _group_exists(layout: Layout, group: str) -> bool:
     return any(line.startswith(f"{group}:") for line in listed.splitlines())
 
 
+def sysusers_entry(gpu: bool) -> str:
+    """The service user, its own group and its memberships, for systemd-sysusers."""
+    lines = [
+        "# fastvoice's service user (written by `fastvoice system install`)",
+        f'u {USER} - "fastvoice text-to-speech" /var/lib/fastvoice /usr/sbin/nologin',
+        f"m {USER} audio",
+        *([f"m {USER} video"] if gpu else []),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def tmpfiles_entry() -> str:
+    """The service's directories, owners and modes, for systemd-tmpfiles at boot."""
+    return (
+        "# fastvoice's directories (written by `fastvoice system install`)\n"
+        f"d /etc/fastvoice 0750 root {USER} -\n"
+        f"d /var/lib/fastvoice 0750 {USER} {USER} -\n"
+        f"d /var/cache/fastvoice 0750 {USER} {USER} -\n"
+    )
+
+
 def _ensure_user(layout: Layout, gpu: bool, report: Report, say: Say) -> None:
-    groups = ["audio", *(["video"] if gpu else [])]
-    prefix = [] if layout.root == Path("/") else ["--prefix", str(layout.root)]
-    if _user_exists(layout):
-        report.step(say, f"user {USER}: already there")
-        return
-    for group in groups:  # a minimal tree may lack them
-        if not _group_exists(layout, group):
-            _run(["groupadd", *prefix, "--system", group], f"adding group {group}")
-    own_group = ["--gid", USER] if _group_exists(layout, USER) else ["--user-group"]
-    command = ["useradd", *prefix, "--system", "--home-dir", "/var/lib/fastvoice"]
-    command += ["--no-create-home", "--shell", "/usr/sbin/nologin", *own_group]
-    command += ["--groups", ",".join(groups), USER]
-    _run(command, f"adding user {USER}")
-    report.step(say, f"user {USER}: added, in group(s) {', '.join(groups)}")
+    """The sysusers.d and tmpfiles.d entries, then the user made from them now (in an empty
+    tree too: systemd-sysusers writes its user database)."""
+    existed = _user_exists(layout)
+    for path, text in ((layout.sysusers, sysusers_entry(gpu)), (layout.tmpfiles, tmpfiles_entry())):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    root = [] if layout.root == Path("/") else ["--root", str(layout.root)]
+    _run(["systemd-sysusers", *root, str(layout.sysusers)], f"adding user {USER}")
+    groups = ", ".join(["audio", *(["video"] if gpu else [])])
+    state = "already there" if existed else "added"
+    report.step(say, f"user {USER}: {state}, in group(s) {groups} ({layout.sysusers})")
+
+
+def sandbox_problem(executable: Path, unit_text: str) -> str | None:
+    """Why the unit's sandbox (ProtectHome=, PrivateTmp=) would hide its program (the console
+    script or the interpreter it starts), or None."""
+    hidden: list[str] = []
+    for line in unit_text.splitlines():
+        key, _, value = line.partition("=")
+        if key.strip() in HIDDEN_BY and value.strip() not in ("no", "false", "read-only", ""):
+            hidden += [f"{prefix} ({key.strip()}={value.strip()})" for prefix in HIDDEN_BY[key]]
+    programs = [executable, executable.resolve()]
+    try:
+        first = executable.read_bytes()[:256].split(b"\n", 1)[0]
+    except OSError:
+        first = b""
+    if first.startswith(b"#!"):
+        interpreter = Path(first[2:].decode(errors="replace").split()[0])
+        programs += [interpreter, interpreter.resolve()]
+    for program in programs:
+        for entry in hidden:
+            prefix = entry.split(" ", 1)[0]
+            if program.as_posix() == prefix or program.as_posix().startswith(prefix + "/"):
+                return f"{program} is under {entry}, which the unit's sandbox hides from it"
+    return None
 
 
 def _directory(path: Path, mode: int, owner: tuple[int, int]) -> None:
@@ -159,7 +223,7 @@ def shipped(relative: str) -> Path:
     raise InstallError(f"{relative} is not installed with fastvoice (reinstall the package)")
 
 
-def _unit_text(executable: Path) -> str:
+def unit_text(executable: Path) -> str:
     """The shipped unit with ExecStart at this installation's console script."""
     text = shipped(f"systemd/{UNIT}").read_text()
     lines = []
@@ -176,11 +240,28 @@ def fastvoice_executable() -> Path:
     return Path(sys.executable).parent / "fastvoice"
 
 
-def install(root: Path, box: str | None, build: bool, start: bool, say: Say = print) -> Report:
+def install(
+    root: Path,
+    box: str | None,
+    build: bool,
+    start: bool,
+    say: Say = print,
+    executable: Path | None = None,
+) -> Report:
+    """`executable`: the `fastvoice` the unit runs (default: this installation's)."""
     layout, report = Layout(root), Report()
     real = root == Path("/")
     if real and os.geteuid() != 0:
         raise InstallError("run it as root: sudo fastvoice system install")
+    executable = executable or fastvoice_executable()
+    unit = unit_text(executable)
+    problem = sandbox_problem(executable, unit)
+    if problem is not None:
+        raise UnreachableProgram(
+            f"the unit would not start: {problem}; install fastvoice where the service may run "
+            "it (python3 -m venv /opt/fastvoice/.venv, then that venv's fastvoice system "
+            "install), or name it with --executable"
+        )
     chosen = box or detect_box(root)
     gpu = chosen != "cpu"
     report.step(say, f"box: {chosen}" + ("" if box else " (detected; --box overrides)"))
@@ -198,7 +279,7 @@ def install(root: Path, box: str | None, build: bool, start: bool, say: Say = pr
         layout.config.chmod(0o640)
         report.step(say, f"config: {layout.config} from config/{TEMPLATES[chosen]}")
     layout.unit.parent.mkdir(parents=True, exist_ok=True)
-    layout.unit.write_text(_unit_text(fastvoice_executable()))
+    layout.unit.write_text(unit)
     layout.unit.chmod(0o644)
     report.step(say, f"unit: {layout.unit}")
     if gpu:
@@ -206,7 +287,7 @@ def install(root: Path, box: str | None, build: bool, start: bool, say: Say = pr
         shutil.copyfile(shipped("systemd/fastvoice-gpu.conf"), layout.drop_in)
         report.step(say, f"GPU drop-in: {layout.drop_in}")
     if build:
-        _build(layout, uid, gid, report, say)
+        _build(layout, executable, uid, gid, report, say)
     systemctl = ["systemctl"] if real else ["systemctl", "--root", str(root)]
     if real:
         _run([*systemctl, "daemon-reload"], "reloading systemd")
@@ -218,7 +299,7 @@ def install(root: Path, box: str | None, build: bool, start: bool, say: Say = pr
     return report
 
 
-def _build(layout: Layout, uid: int, gid: int, report: Report, say: Say) -> None:
+def _build(layout: Layout, executable: Path, uid: int, gid: int, report: Report, say: Say) -> None:
     """The artifacts and loudness, made into the service's directories (the build's progress
     shows as it goes): as the service user on a box; under --root, whose user exists only in
     the tree, by this user and then handed to it."""
@@ -227,7 +308,7 @@ def _build(layout: Layout, uid: int, gid: int, report: Report, say: Say) -> None
         "CACHE_DIRECTORY": str(layout.cache),
         "STATE_DIRECTORY": str(layout.state),
     }
-    command = [str(fastvoice_executable()), "build", "--config", str(layout.config)]
+    command = [str(executable), "build", "--config", str(layout.config)]
     say("building the voices' artifacts for this box (a minute or more on a GPU box)")
 
     def as_service_user() -> None:
@@ -274,6 +355,8 @@ def uninstall(root: Path, purge: bool, say: Say = print) -> Report:
         if _group_exists(layout, USER):
             _run(["groupdel", *prefix, USER], f"removing group {USER}")
         report.step(say, f"user {USER}: removed")
+    for entry in (layout.sysusers, layout.tmpfiles):
+        entry.unlink(missing_ok=True)
     shutil.rmtree(layout.cache, ignore_errors=True)
     report.step(say, f"artifacts: {layout.cache} removed")
     if purge:

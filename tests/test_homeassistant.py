@@ -4,6 +4,7 @@ working as Home Assistant drives them, republish on its `online`, and removal.""
 from __future__ import annotations
 
 import json
+import re
 import uuid
 
 import pytest
@@ -27,8 +28,11 @@ REQUIRED = {
     "button": {"command_topic", "payload_press"},
     "sensor": {"state_topic", "value_template"},
 }
-COMMON = {"unique_id", "name", "device", "availability_topic", "payload_available",
-          "payload_not_available", "qos"}  # fmt: skip
+COMMON = {"unique_id", "default_entity_id", "name", "device", "availability_topic",
+          "payload_available", "payload_not_available", "qos"}  # fmt: skip
+# Home Assistant's own test of an entity id (homeassistant.core.valid_entity_id); its package
+# needs a newer Python than the tests run on, so the rule is written out here.
+VALID_ENTITY_ID = re.compile(r"^(?!.+__)(?!_)[\da-z_]+(?<!_)\.(?!_)[\da-z_]+(?<!_)$")
 
 
 @pytest.fixture
@@ -67,6 +71,9 @@ def test_discovery_configs_carry_the_documented_keys(box):
     for topic, config in found.items():
         component = topic.split("/")[1]
         assert REQUIRED[component] | COMMON <= set(config), topic
+        assert "object_id" not in config, "Home Assistant 2026.4 ignores object_id"
+        assert config["default_entity_id"] == f"{component}.{config['unique_id']}"
+        assert VALID_ENTITY_ID.match(config["default_entity_id"]), config["default_entity_id"]
         assert config["availability_topic"] == f"{box.base}/status"
         assert config["device"]["identifiers"] == [f"fastvoice_{box.node}"]
     notify = found[f"homeassistant/notify/{box.node}/say/config"]
@@ -80,6 +87,17 @@ def test_discovery_configs_carry_the_documented_keys(box):
             assert retained, topic
     finally:
         late.close()
+
+
+def test_a_node_id_of_any_case_gives_valid_entity_ids():
+    from daemon.adapters.homeassistant import discovery_configs
+    from daemon.config import parse_config
+
+    config = parse_config({"homeassistant": {"discovery": True, "node_id": "Lobby-Box--2_"}})
+    found = discovery_configs(config, ["en_US-joe-medium"])
+    ids = {topic.split("/")[-2]: payload["default_entity_id"] for topic, payload in found.items()}
+    assert ids["say"] == "notify.fastvoice_lobby_box_2_say"
+    assert all(VALID_ENTITY_ID.match(entity_id) for entity_id in ids.values()), ids
 
 
 def test_entities_work_as_home_assistant_drives_them(box):

@@ -8,8 +8,10 @@ import re
 import shutil
 import stat
 import subprocess
+import sys
 import tempfile
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -17,16 +19,42 @@ import pytest
 from tests.conftest import run_cli
 
 
-@pytest.fixture
-def tree() -> Iterator[Path]:
-    """A root with a copy of this machine's user database (useradd --prefix edits it), where
-    the service user may reach its directories, as under / (pytest's own temporary folder is
-    private to root)."""
+@pytest.fixture(scope="module")
+def program() -> Iterator[Path]:
+    """The fastvoice the units run, where their sandbox lets them (this checkout's venv may be
+    under /tmp or /home, which the unit hides): a script in /var/lib that starts it."""
+    folder = Path(tempfile.mkdtemp(prefix="fastvoice-program-", dir="/var/lib"))
+    folder.chmod(0o755)
+    script = folder / "fastvoice"
+    script.write_text(f'#!/bin/sh\nexec {Path(sys.executable).parent / "fastvoice"} "$@"\n')
+    script.chmod(0o755)
+    yield script
+    shutil.rmtree(folder)
+
+
+def _tree(copy_users: bool) -> Path:
+    """A root where the service user may reach its directories, as under / (pytest's own
+    temporary folder is private to root); with a copy of this machine's user database, or
+    empty (an image being built)."""
     root = Path(tempfile.mkdtemp(prefix="fastvoice-root-", dir="/var/tmp"))
     root.chmod(0o755)
-    (root / "etc").mkdir(parents=True)
-    for name in ("passwd", "group", "shadow", "gshadow"):
-        shutil.copy2(f"/etc/{name}", root / "etc" / name)
+    if copy_users:
+        (root / "etc").mkdir(parents=True)
+        for name in ("passwd", "group", "shadow", "gshadow"):
+            shutil.copy2(f"/etc/{name}", root / "etc" / name)
+    return root
+
+
+@pytest.fixture
+def tree() -> Iterator[Path]:
+    root = _tree(copy_users=True)
+    yield root
+    shutil.rmtree(root)
+
+
+@pytest.fixture
+def empty_tree() -> Iterator[Path]:
+    root = _tree(copy_users=False)
     yield root
     shutil.rmtree(root)
 
@@ -44,13 +72,20 @@ def owner_mode(path: Path) -> tuple[int, int, int]:
     return info.st_uid, info.st_gid, stat.S_IMODE(info.st_mode)
 
 
-def system(*args: str) -> subprocess.CompletedProcess:
-    result = run_cli("system", *args, timeout=600)
-    assert result.returncode == 0, result.stderr
-    return result
+@pytest.fixture
+def system(program: Path) -> Callable[..., subprocess.CompletedProcess]:
+    """Runs `fastvoice system ...`, which must succeed; an install's unit runs `program`."""
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        extra = ["--executable", str(program)] if args[0] == "install" else []
+        result = run_cli("system", *args, *extra, timeout=600)
+        assert result.returncode == 0, result.stderr
+        return result
+
+    return run
 
 
-def test_install_lays_out_user_dirs_config_and_a_verified_unit(tree):
+def test_install_lays_out_user_dirs_config_and_a_verified_unit(tree, system):
     said = system("install", "--root", str(tree), "--box", "cpu", "--no-build").stdout.decode()
     uid, gid = service_ids(tree)
     audio = next(line for line in (tree / "etc/group").read_text().splitlines()
@@ -82,7 +117,7 @@ def test_install_lays_out_user_dirs_config_and_a_verified_unit(tree):
     assert not (tree / "etc/systemd/system/fastvoice.service.d").exists()  # no GPU drop-in
 
 
-def test_a_second_install_changes_nothing_and_keeps_an_edited_config(tree):
+def test_a_second_install_changes_nothing_and_keeps_an_edited_config(tree, system):
     system("install", "--root", str(tree), "--box", "cpu", "--no-build")
     config = tree / "etc/fastvoice/fastvoice.yaml"
     config.write_text("version: 1\naudio: {volume: 0.5}\n")
@@ -93,7 +128,7 @@ def test_a_second_install_changes_nothing_and_keeps_an_edited_config(tree):
     assert (tree / "etc/passwd").read_text() == users
 
 
-def test_a_gpu_box_gets_its_template_the_drop_in_and_the_video_group(tree):
+def test_a_gpu_box_gets_its_template_the_drop_in_and_the_video_group(tree, system):
     system("install", "--root", str(tree), "--box", "jetson", "--no-build")
     drop_in = tree / "etc/systemd/system/fastvoice.service.d/gpu.conf"
     assert "ProcSubset=all" in drop_in.read_text()
@@ -104,7 +139,7 @@ def test_a_gpu_box_gets_its_template_the_drop_in_and_the_video_group(tree):
     assert "fastvoice" in video.split(":")[3].split(",")
 
 
-def test_the_build_runs_as_the_service_user_into_its_cache(tree):
+def test_the_build_runs_as_the_service_user_into_its_cache(tree, system):
     said = system("install", "--root", str(tree), "--box", "cpu").stdout.decode()
     uid, _ = service_ids(tree)
     artifacts = tree / "var/cache/fastvoice/artifacts"
@@ -114,7 +149,7 @@ def test_the_build_runs_as_the_service_user_into_its_cache(tree):
     assert "artifacts: built into" in said
 
 
-def test_uninstall_keeps_config_and_voices_unless_purged(tree):
+def test_uninstall_keeps_config_and_voices_unless_purged(tree, system):
     system("install", "--root", str(tree), "--box", "cpu", "--no-build")
     voices = tree / "var/lib/fastvoice/voices"
     voices.mkdir()
@@ -126,6 +161,54 @@ def test_uninstall_keeps_config_and_voices_unless_purged(tree):
     system("install", "--root", str(tree), "--box", "cpu", "--no-build")
     system("uninstall", "--root", str(tree), "--purge")
     assert not (tree / "etc/fastvoice").exists() and not (tree / "var/lib/fastvoice").exists()
+
+
+def test_an_empty_tree_gets_the_user_and_the_systemd_entries_quickly(empty_tree, system):
+    """Building an image or a package: no user database in the tree yet."""
+    started = time.monotonic()
+    said = system("install", "--root", str(empty_tree), "--box", "jetson", "--no-build")
+    assert time.monotonic() - started < 10, "no waiting on a lock"  # groupadd waited 14 s
+    assert "user fastvoice: added" in said.stdout.decode()
+    uid, gid = service_ids(empty_tree)
+    groups = {
+        line.split(":")[0]: line.split(":")[3].split(",")
+        for line in (empty_tree / "etc/group").read_text().splitlines()
+    }
+    assert "fastvoice" in groups["audio"] and "fastvoice" in groups["video"]
+    assert owner_mode(empty_tree / "var/lib/fastvoice") == (uid, gid, 0o750)
+    sysusers = (empty_tree / "etc/sysusers.d/fastvoice.conf").read_text()
+    assert "u fastvoice -" in sysusers and "m fastvoice video" in sysusers
+    tmpfiles = (empty_tree / "etc/tmpfiles.d/fastvoice.conf").read_text()
+    assert "d /var/lib/fastvoice 0750 fastvoice fastvoice -" in tmpfiles
+    # What systemd would do at first boot with the entries alone: the same user, the same dirs.
+    shutil.rmtree(empty_tree / "var")
+    for name in ("passwd", "group", "shadow", "gshadow"):
+        (empty_tree / "etc" / name).unlink()
+    for tool in (["systemd-sysusers"], ["systemd-tmpfiles", "--create"]):
+        entry = "sysusers.d" if tool[0] == "systemd-sysusers" else "tmpfiles.d"
+        command = [
+            *tool,
+            "--root",
+            str(empty_tree),
+            str(empty_tree / "etc" / entry / "fastvoice.conf"),
+        ]
+        assert subprocess.run(command, capture_output=True).returncode == 0
+    assert service_ids(empty_tree) == (uid, gid)
+    assert owner_mode(empty_tree / "var/cache/fastvoice") == (uid, gid, 0o750)
+    system("uninstall", "--root", str(empty_tree))
+    assert not (empty_tree / "etc/sysusers.d/fastvoice.conf").exists()
+
+
+@pytest.mark.parametrize("folder", ["/root", "/home/someone", "/tmp", "/var/tmp"])
+def test_a_program_the_units_sandbox_hides_is_refused_with_the_fix(tree, folder):
+    program = Path(folder) / "venv/bin/fastvoice"
+    install = ["install", "--root", str(tree), "--no-build", "--executable", str(program)]
+    result = run_cli("system", *install)
+    assert result.returncode == 2
+    assert f"{program} is under {folder.split('/someone')[0]}".encode() in result.stderr
+    assert b"which the unit's sandbox hides from it" in result.stderr
+    assert b"/opt/fastvoice/.venv" in result.stderr
+    assert not (tree / "etc/systemd/system/fastvoice.service").exists()
 
 
 def test_an_installed_package_finds_its_templates_under_its_prefix(tmp_path, monkeypatch):

@@ -5,6 +5,8 @@ Retained config messages under `<prefix>/<component>/<node_id>/<object_id>/confi
 a `button` for stop and two `sensor`s from the periodic `stats` message; all share the service's
 availability topic. They are republished when Home Assistant announces `online` on
 `<prefix>/status`, and removed (empty retained payloads) by `fastvoice serve --unregister`.
+Each entity asks for its id with `default_entity_id` (`<component>.<slug>`: Home Assistant
+2025.10 deprecated `object_id` for it, and 2026.4 ignores `object_id`).
 """
 
 from __future__ import annotations
@@ -86,11 +88,17 @@ def discovery_configs(config: Config, voices: list[str]) -> dict[str, dict[str, 
         f"{prefix}/{component}/{node}/{object_id}/config": {
             **fields,
             "unique_id": f"fastvoice_{node}_{object_id}",
-            "object_id": f"fastvoice_{node}_{object_id}",
+            "default_entity_id": f"{component}.{entity_slug(f'fastvoice_{node}_{object_id}')}",
             **common,
         }
         for (component, object_id), fields in entities.items()
     }
+
+
+def entity_slug(name: str) -> str:
+    """The object part of an entity id as Home Assistant accepts it: lower case letters,
+    digits and single underscores, none at either end."""
+    return re.sub(r"_+", "_", re.sub(r"[^a-z0-9]", "_", name.lower())).strip("_") or "fastvoice"
 
 
 class HomeAssistantDiscovery:
