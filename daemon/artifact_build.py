@@ -46,9 +46,7 @@ def build_missing_artifacts(config: Config, gpu_in_play: bool) -> str | None:
     child.start()
     sender.close()
     try:
-        for result in follow_build(receiver, child):
-            if result.status != "up to date":
-                log.info("%s: %s in %.1f s", result.stage, result.status, result.seconds)
+        results = follow_build(receiver, child)
     except (FastvoiceError, OSError) as error:
         problem = f"building artifacts failed: {error}"
         log.error("%s; loading the source models", problem)
@@ -56,6 +54,14 @@ def build_missing_artifacts(config: Config, gpu_in_play: bool) -> str | None:
     finally:
         receiver.close()
         child.join()
+    for result in results:
+        if result.status != "up to date":
+            log.info("%s: %s in %.1f s", result.stage, result.status, result.seconds)
+    failed = [f"{result.voice}: {result.status}" for result in results if result.failed]
+    if failed:
+        problem = f"building artifacts failed: {'; '.join(failed)}"
+        log.error("%s; loading the source models", problem)
+        return problem
     return None
 
 

@@ -12,7 +12,7 @@ from daemon.adapters.homeassistant import HomeAssistantDiscovery
 from daemon.adapters.local_server import LocalServer
 from daemon.adapters.render_queue import RenderQueue
 from daemon.adapters.wyoming_server import WyomingServer
-from daemon.audio.player import Player
+from daemon.audio.player import SERVICE_NO_DEVICE_HINT, Player
 from daemon.cache import phrase_cache
 from daemon.config import Config
 from daemon.event_sink import EventSink
@@ -43,7 +43,7 @@ def build_service(config: Config) -> Service:
     voices = VoiceRegistry(config, backend)
     cache = phrase_cache(config.cache)
     synthesizer = Synthesizer(voices, settings, cache, max_requests=backend.workers)
-    player = Player.from_config(config.audio)
+    player = Player.from_config(config.audio, hint=SERVICE_NO_DEVICE_HINT)
     queue = JobQueue(config.queue.max_jobs)
     journal = None
     journal_dir = config.queue.journal_dir or state_root() / "jobs"

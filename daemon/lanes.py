@@ -177,7 +177,7 @@ class Lane(threading.Thread):
             start_at = None
             if command.at is not None:
                 blocks, start_at = self._timed(job, blocks)
-            if not self.player.play(blocks, rate, start_at) and self._interrupt is None:
+            if not self.player.play(blocks, rate, start_at, job.id) and self._interrupt is None:
                 self._interrupt = "stopped"
         else:
             for _ in blocks:

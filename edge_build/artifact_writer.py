@@ -39,6 +39,10 @@ class BuildResult:
     directory: Path
     seconds: float
 
+    @property
+    def failed(self) -> bool:
+        return self.status.startswith("failed")
+
 
 def write_artifact(
     store: Path, directory: Path, manifest: dict[str, Any], write_files: FileWriter

@@ -18,6 +18,7 @@ import numpy as np
 import openai
 import pytest
 import soundfile
+import soxr
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.daemon_helpers import Daemon
@@ -41,7 +42,11 @@ def service(broker, alsa, tmp_path_factory):
         alsa.env(),
         mqtt={"client_id": f"fv-{uuid.uuid4().hex[:6]}"},
         voices=QUIET,
-        http={"listen": f"127.0.0.1:{port}", "token_file": str(token_file)},
+        http={
+            "listen": f"127.0.0.1:{port}",
+            "token_file": str(token_file),
+            "voice_aliases": {"alloy": VOICE},
+        },
     )
     running.url = f"http://127.0.0.1:{port}"
     yield running
@@ -182,12 +187,33 @@ def test_openai_client_gets_wav(openai_client):
     assert rate == 22050 and len(audio) / rate > 0.6
 
 
-def test_openai_client_streams_pcm(openai_client):
+def test_openai_client_streams_pcm_at_openais_24_khz(openai_client):
     with openai_client.audio.speech.with_streaming_response.create(
         model="tts-1", voice=VOICE, input="One. Two. Three.", response_format="pcm"
     ) as response:
         chunks = list(response.iter_bytes())
-    assert pcm_seconds(b"".join(chunks)) > 1.0
+    pcm = np.frombuffer(b"".join(chunks), dtype="<i2").astype(np.float32) / 32768
+    wav = openai_client.audio.speech.create(
+        model="tts-1", voice=VOICE, input="One. Two. Three.", response_format="wav"
+    )
+    audio, rate = soundfile.read(io.BytesIO(wav.content), dtype="float32")
+    assert rate == 22050
+    expected = soxr.resample(audio, rate, 24000)
+    assert abs(len(pcm) - len(expected)) <= 24  # the same audio, at 24 kHz
+    assert np.corrcoef(pcm[: len(expected)], expected[: len(pcm)])[0, 1] > 0.99
+
+
+def test_openai_voice_names_map_by_alias_and_instructions_are_taken(openai_client):
+    response = openai_client.audio.speech.with_raw_response.create(
+        model="gpt-4o-mini-tts",
+        voice="alloy",
+        input="Mapped voice.",
+        response_format="wav",
+        instructions="Speak in a cheerful tone.",
+    )
+    assert response.headers["x-instructions"].startswith("ignored")
+    audio, _ = soundfile.read(io.BytesIO(response.content), dtype="float32")
+    assert len(audio) > 10_000
 
 
 @pytest.mark.parametrize("response_format", ["mp3", "flac", "opus"])
@@ -208,14 +234,14 @@ def test_openai_speed_changes_the_length(openai_client):
             response_format="pcm",
             speed=speed,
         )
-        return pcm_seconds(speech.content)
+        return pcm_seconds(speech.content, 24000)
 
     assert seconds(2.0) < 0.65 * seconds(1.0)
 
 
 def test_openai_errors_name_the_problem(openai_client):
-    with pytest.raises(openai.BadRequestError, match=rf"unknown voice 'alloy'.*{VOICE}"):
-        openai_client.audio.speech.create(model="tts-1", voice="alloy", input="Hi.")
+    with pytest.raises(openai.BadRequestError, match=rf"unknown voice 'nova'.*{VOICE}"):
+        openai_client.audio.speech.create(model="tts-1", voice="nova", input="Hi.")
     with pytest.raises(openai.BadRequestError, match=r"aac.*no encoder"):
         openai_client.audio.speech.create(
             model="tts-1", voice=VOICE, input="Hi.", response_format="aac"

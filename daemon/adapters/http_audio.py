@@ -48,13 +48,21 @@ def _checked(ports: HttpPorts, text: str, voice: str | None, response_format: st
 
 
 async def rendered(
-    ports: HttpPorts, text: str, voice: str | None, response_format: str, speed: float
+    ports: HttpPorts,
+    text: str,
+    voice: str | None,
+    response_format: str,
+    speed: float,
+    output_rate: int | None = None,
 ) -> Response:
-    """The audio of `text` in a format; a bad text or voice is refused before any audio."""
+    """The audio of `text` in a format (at `output_rate`, resampled, where given); a bad text
+    or voice is refused before any audio."""
     name = _checked(ports, text, voice, response_format)
     synthesizer = ports.synthesizer
     rate = synthesizer.voices.get(name).info.sample_rate
     blocks = synthesizer.rendered(text, name, SpeechOptions(rate=speed))
+    if output_rate is not None and output_rate != rate:
+        blocks, rate = _resampled(blocks, rate, output_rate), output_rate
     if response_format in ("wav", "pcm"):
         producer = _OwnThread(blocks)
         first = await producer.next()
@@ -120,6 +128,19 @@ async def _whole(blocks: Iterator[np.ndarray], rate: int, response_format: str) 
     except (ImportError, RuntimeError, ValueError, TypeError) as error:
         message = f"response_format {response_format!r}: this box cannot encode it ({error})"
         raise HttpError(501, message) from None
+
+
+def _resampled(blocks: Iterator[np.ndarray], rate: int, output_rate: int) -> Iterator[np.ndarray]:
+    """The blocks at `output_rate`, resampled as they come (soxr's streaming resampler)."""
+    import soxr
+
+    resampler = soxr.ResampleStream(rate, output_rate, 1, dtype="float32")
+    try:
+        for block in blocks:
+            yield resampler.resample_chunk(block)
+        yield resampler.resample_chunk(np.zeros(0, dtype=np.float32), last=True)
+    finally:
+        blocks.close()  # a client that left: the synthesis stops too
 
 
 class _OwnThread:

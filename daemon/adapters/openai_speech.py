@@ -1,6 +1,10 @@
 """OpenAI's `POST /v1/audio/speech`, `GET /v1/models` and `GET /v1/audio/voices`, on fastvoice's
 voices: what chat front ends and scripts written for OpenAI's API call. Only OpenAI's request
-shape lives here; daemon.adapters.http_audio renders the audio beside the queue (not played)."""
+shape lives here; daemon.adapters.http_audio renders the audio beside the queue (not played).
+
+As OpenAI documents it: `pcm` is 24 kHz 16-bit mono (resampled from the voice's rate), its voice
+names are taken where `http.voice_aliases` maps them, and `instructions` is taken; no voice here
+follows instructions yet, so the answer's `X-Instructions` header says it was ignored."""
 
 from __future__ import annotations
 
@@ -26,7 +30,9 @@ class SpeechRequest(BaseModel):
     voice: str = Field(max_length=200, description="a fastvoice voice name (GET /v1/models)")
     response_format: Literal["wav", "pcm", "flac", "mp3", "opus", "aac"] = "mp3"
     speed: float = Field(1.0, ge=0.25, le=4.0)
-    instructions: str | None = Field(None, max_length=0, description="not supported: empty")
+    instructions: str | None = Field(
+        None, max_length=4096, description="how to speak; ignored by voices that cannot follow it"
+    )
     stream_format: Literal["audio"] | None = None
 
 
@@ -39,22 +45,47 @@ class CaptionedSpeechRequest(SpeechRequest):
 Asked = TypeVar("Asked", bound=SpeechRequest)
 
 
+# OpenAI's raw PCM: 24 kHz, 16-bit, mono; clients assume it (no header says it).
+PCM_RATE = 24_000
+
+
 async def speech(ports: HttpPorts, request: Request) -> Response:
     asked = await _asked(ports, request, SpeechRequest)
-    return await rendered(ports, asked.input, asked.voice, asked.response_format, asked.speed)
+    response = await rendered(
+        ports,
+        asked.input,
+        _voice(ports, asked.voice),
+        asked.response_format,
+        asked.speed,
+        output_rate=PCM_RATE if asked.response_format == "pcm" else None,
+    )
+    _note_instructions(response, asked)
+    return response
 
 
 async def speech_with_captions(ports: HttpPorts, request: Request) -> Response:
     """The audio and its captions in one answer (both from one synthesis)."""
     asked = await _asked(ports, request, CaptionedSpeechRequest)
-    return await captioned(
+    response = await captioned(
         ports,
         asked.input,
-        asked.voice,
+        _voice(ports, asked.voice),
         asked.response_format,
         asked.speed,
         asked.captions_format,
     )
+    _note_instructions(response, asked)
+    return response
+
+
+def _voice(ports: HttpPorts, asked: str) -> str:
+    """The fastvoice voice an OpenAI voice name stands for (`http.voice_aliases`), or the name."""
+    return ports.settings.config.http.voice_aliases.get(asked, asked)
+
+
+def _note_instructions(response: Response, asked: SpeechRequest) -> None:
+    if asked.instructions:
+        response.headers["X-Instructions"] = "ignored: the voice cannot follow instructions"
 
 
 async def _asked(ports: HttpPorts, request: Request, model: type[Asked]) -> Asked:

@@ -13,12 +13,14 @@ import os
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from daemon.config.audio import NO_DEVICE
 from daemon.errors import AudioDeviceError
 
 log = logging.getLogger(__name__)
@@ -27,6 +29,11 @@ if TYPE_CHECKING:
     from daemon.config import AudioConfig
 
 NO_DEVICE_HINT = "write a file instead with -o out.wav"
+# The service's advice: its jobs come over MQTT, HTTP or Wyoming, where `-o` means nothing.
+SERVICE_NO_DEVICE_HINT = (
+    "set audio.device: none and audio.file_dir to write each job as a WAV file, or send jobs "
+    "with output: publish and a reply_topic"
+)
 
 
 def _sounddevice():
@@ -62,17 +69,20 @@ class OutputTarget:
     sample_rate: int
 
 
-def resolve_output(device: str | int | None, sample_rate: int) -> OutputTarget:
-    """The device to open and the rate it will run at; AudioDeviceError if there is none."""
+def resolve_output(
+    device: str | int | None, sample_rate: int, hint: str = NO_DEVICE_HINT
+) -> OutputTarget:
+    """The device to open and the rate it will run at; AudioDeviceError if there is none (with
+    `hint`, the advice that fits where the job came from)."""
     sd = _sounddevice()
     try:
         info = sd.query_devices(device, "output")
     except (ValueError, sd.PortAudioError) as error:
         if device is None:
-            raise AudioDeviceError(f"no audio output device found; {NO_DEVICE_HINT}") from None
+            raise AudioDeviceError(f"no audio output device found; {hint}") from None
         raise AudioDeviceError(
             f"audio device {device!r} is not usable ({error}); output devices: "
-            f"{_describe_devices()}; or {NO_DEVICE_HINT}"
+            f"{_describe_devices()}; or {hint}"
         ) from None
     try:
         sd.check_output_settings(info["index"], channels=1, dtype="float32", samplerate=sample_rate)
@@ -163,7 +173,8 @@ def announce_media_role(role: str) -> None:
 
 
 class Player:
-    """Plays one utterance at a time on the configured device."""
+    """Plays one utterance at a time on the configured device; with a `file_dir`, each played
+    job is also written there as a WAV file (and only there with the device `none`)."""
 
     def __init__(
         self,
@@ -173,8 +184,11 @@ class Player:
         buffer_s: float = 2.0,
         prefill_s: float = 0.1,
         blocksize: int = 1024,
+        hint: str = NO_DEVICE_HINT,
     ) -> None:
         self.device = device
+        self.file_dir: Path | None = None
+        self.hint = hint
         self.volume = volume
         self.paused = False
         self.output_rate = output_rate
@@ -190,11 +204,13 @@ class Player:
         self._stopped = threading.Event()
 
     @classmethod
-    def from_config(cls, audio: AudioConfig, device: str | int | None = None) -> Player:
+    def from_config(
+        cls, audio: AudioConfig, device: str | int | None = None, hint: str = NO_DEVICE_HINT
+    ) -> Player:
         """The player of the `audio` settings (`device`, when given, instead of theirs)."""
         if audio.media_role is not None:
             announce_media_role(audio.media_role)
-        player = cls(volume=audio.volume)
+        player = cls(volume=audio.volume, hint=hint)
         player.apply(audio)
         if device is not None:
             player.device = device
@@ -204,6 +220,7 @@ class Player:
         """Takes the output settings of `audio` (not the volume, which is also set at run time):
         the next utterance plays with them."""
         self.device = audio.device
+        self.file_dir = audio.file_dir
         self.output_rate = audio.sample_rate
         self.prefill_s = audio.prefill_s
         self.buffer_s = max(2.0, audio.prefill_s)  # room for the whole prefill, and some
@@ -211,23 +228,63 @@ class Player:
     def describe(self) -> dict[str, Any]:
         return {
             "device": self.device,
+            "file_dir": None if self.file_dir is None else str(self.file_dir),
             "volume": self.volume,
             "sample_rate": self.output_rate,
             "prefill_s": self.prefill_s,
         }
 
     def target(self, sample_rate: int) -> OutputTarget:
-        return resolve_output(self.device, self.output_rate or sample_rate)
+        if self.device == NO_DEVICE:
+            return OutputTarget(device=-1, name=f"none (files in {self.file_dir})", sample_rate=0)
+        return resolve_output(self.device, self.output_rate or sample_rate, self.hint)
 
     def play(
-        self, blocks: Iterable[np.ndarray], sample_rate: int, start_at: float | None = None
+        self,
+        blocks: Iterable[np.ndarray],
+        sample_rate: int,
+        start_at: float | None = None,
+        name: str | None = None,
     ) -> bool:
         """Plays float32 mono blocks until they end; False if `stop()` cut it short. With
-        `start_at` (unix time), the first sample leaves the device then: the stream opens
-        `head_start_s` before and plays silence up to the sample the instant falls on, placed
-        by PortAudio's time of each buffer at the converter."""
-        sd = _sounddevice()
+        `start_at` (unix time), the first sample leaves the device then. With a `file_dir`,
+        what was played whole is also written there as `<name>.wav` (the job's id)."""
         self._stopped.clear()
+        kept: list[np.ndarray] = []
+        if self.file_dir is not None and name is not None:
+            blocks = _keeping(blocks, kept)
+        if self.device == NO_DEVICE:
+            for _ in blocks:
+                if self._stopped.is_set():
+                    break
+            played = not self._stopped.is_set()
+        else:
+            played = self._play_on_device(blocks, sample_rate, start_at)
+        if played and self.file_dir is not None and name is not None:
+            self._write(name, kept, sample_rate)
+        return played
+
+    def _write(self, name: str, blocks: list[np.ndarray], sample_rate: int) -> None:
+        from daemon.audio.wav import wav_bytes
+        from daemon.files import replaced_atomically
+
+        assert self.file_dir is not None
+        path = self.file_dir / f"{name}.wav"
+        try:
+            self.file_dir.mkdir(parents=True, exist_ok=True)
+            with replaced_atomically(path) as out:
+                out.write(wav_bytes(blocks, sample_rate))
+        except OSError as error:
+            raise AudioDeviceError(
+                f"audio.file_dir: cannot write {path}: {error.strerror or error}"
+            ) from None
+
+    def _play_on_device(
+        self, blocks: Iterable[np.ndarray], sample_rate: int, start_at: float | None
+    ) -> bool:
+        """The stream opens `head_start_s` before `start_at` and plays silence up to the sample
+        the instant falls on, placed by PortAudio's time of each buffer at the converter."""
+        sd = _sounddevice()
         if start_at is not None and self._stopped.wait(
             max(0.0, start_at - self.head_start_s - time.time())
         ):
@@ -301,7 +358,7 @@ class Player:
         except sd.PortAudioError as error:
             raise AudioDeviceError(
                 f"cannot open audio device {target.name!r} at {target.sample_rate} Hz: {error}; "
-                f"or {NO_DEVICE_HINT}"
+                f"or {self.hint}"
             ) from None
         with stream:
             for block in itertools.chain([] if first is None else [first], blocks):
@@ -326,8 +383,14 @@ class Player:
         return not self._stopped.is_set()
 
     def stop(self) -> None:
-        """Ends the current playback now, dropping what was buffered."""
+        """Ends the current playback now, dropping what was buffered (and its file)."""
         self._stopped.set()
         buffer = self._buffer
         if buffer is not None:
             buffer.close(discard=True)
+
+
+def _keeping(blocks: Iterable[np.ndarray], kept: list[np.ndarray]) -> Iterator[np.ndarray]:
+    for block in blocks:
+        kept.append(block)
+        yield block

@@ -31,7 +31,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     results = build_voices(config, store, force=args.force, verify=args.verify, progress=progress)
     for result in results:
         print(f"{result.stage}: {result.status} ({result.seconds:.2f} s) {result.directory}")
-    failed = [result.voice for result in results if result.status.startswith("failed")]
+    failed = [result.voice for result in results if result.failed]
     if failed:
         names = ", ".join(failed)
         print(f"fastvoice: error: cannot build {names} (the others are built)", file=sys.stderr)

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from daemon.cli.options import bounded_float, device, log, print_event, read_text, setup, speaker
-from daemon.errors import FastvoiceError, TextError
+from daemon.errors import AudioDeviceError, FastvoiceError, TextError
 
 if TYPE_CHECKING:
     import numpy as np
@@ -86,9 +86,12 @@ def _say_here(args: argparse.Namespace, text: str) -> int:
     rate = voice.info.sample_rate
     player = None
     if args.output is None and not args.raw:
-        from daemon.audio.player import Player
+        from daemon.audio.player import NO_DEVICE_HINT, Player
+        from daemon.config.audio import NO_DEVICE
 
         player = Player.from_config(config.audio, device=args.device)
+        if player.device == NO_DEVICE:
+            raise AudioDeviceError(f"audio.device is none (no sound card); {NO_DEVICE_HINT}")
         target = player.target(rate)
         log.info("playing on %s at %d Hz", target.name, target.sample_rate)
     options = SpeechOptions(

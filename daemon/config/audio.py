@@ -6,13 +6,24 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from daemon.config.base import SoundName, StrictModel, resolve_path
 
+NO_DEVICE = "none"
+
 
 class AudioConfig(StrictModel):
-    device: str | int | None = Field(None, description="output device name or index")
+    device: str | int | None = Field(
+        None,
+        description="output device name or index; none: no sound card (played jobs go to "
+        "file_dir only)",
+    )
+    file_dir: Path | None = Field(
+        None,
+        description="each played job also written here as <job id>.wav (a PA system that "
+        "plays files, an archive, a box without a sound card)",
+    )
     volume: float = Field(1.0, ge=0.0, le=1.0)
     sentence_pause_s: float = Field(0.2, ge=0.0, le=5.0, description="silence between sentences")
     fade_ms: float = Field(4.0, ge=0.0, le=50.0, description="fade at sentence edges (no clicks)")
@@ -27,6 +38,16 @@ class AudioConfig(StrictModel):
         description="media.role of the playback streams on PulseAudio or PipeWire, whose "
         "role-ducking lowers music while fastvoice speaks; null: none",
     )
+
+    _resolve = field_validator("file_dir")(resolve_path)
+
+    @model_validator(mode="after")
+    def _somewhere_to_play(self) -> AudioConfig:
+        if self.device == NO_DEVICE and self.file_dir is None:
+            raise ValueError(
+                "device: none plays nothing; set audio.file_dir to write each job there"
+            )
+        return self
 
 
 class SoundsConfig(StrictModel):

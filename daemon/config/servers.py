@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Annotated
 
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 
-from daemon.config.base import StrictModel, resolve_path
+from daemon.config.base import StrictModel, VoiceName, resolve_path
 from daemon.config.secrets import one_source, read_secret
 from daemon.errors import ConfigError
 from daemon.validation import format_validation_error
@@ -47,6 +48,11 @@ class HttpConfig(StrictModel):
     )
     max_body_bytes: int = Field(65_536, ge=1024, le=10_000_000, description="larger are refused")
     cors_origins: list[str] = Field(default_factory=list, description="origins allowed by CORS")
+    voice_aliases: dict[Annotated[str, Field(max_length=64)], VoiceName] = Field(
+        default_factory=dict,
+        description="names the OpenAI route takes for voices (alloy: en_US-joe-medium): "
+        "clients written for OpenAI send its voice names",
+    )
 
     _resolve = field_validator("token_file")(resolve_path)
 
