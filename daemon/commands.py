@@ -149,8 +149,10 @@ def _json_object(text: str) -> dict[str, Any]:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as error:
+        # json's own messages may end in "at" ("Unterminated string starting at").
+        problem = error.msg.removesuffix(" at")
         raise CommandError(
-            f"invalid JSON: {error.msg} at line {error.lineno} column {error.colno}"
+            f"invalid JSON: {problem} at line {error.lineno} column {error.colno}"
         ) from None
     if not isinstance(data, dict):
         raise CommandError(f"a JSON payload must be an object, got {type(data).__name__}")
@@ -237,11 +239,11 @@ def parse_volume(payload: bytes, max_bytes: int) -> float:
     try:
         data = json.loads(text)
     except json.JSONDecodeError:
-        raise CommandError(f"volume: {text[:40]!r} is not a number") from None
+        raise CommandError(f"{text[:40]!r} is not a number") from None
     if isinstance(data, dict):
         if set(data) != {"volume"}:
             raise CommandError(f"volume payload takes one field 'volume', got {sorted(data)}")
         data = data["volume"]
     if isinstance(data, bool) or not isinstance(data, (int, float)) or not 0 <= data <= 1:
-        raise CommandError(f"volume: {data!r} is not a number from 0 to 1")
+        raise CommandError(f"{data!r} is not a number from 0 to 1")
     return float(data)

@@ -248,6 +248,7 @@ def _clock(config: Config) -> list[Finding]:
         return [
             Finding("clock", OK, f"synchronised (estimated error {state['estimated_error_ms']} ms)")
         ]
-    status = WARN if zones else OK
-    fix = "enable NTP (timedatectl set-ntp true): zones start announcements at a shared instant"
-    return [Finding("clock", status, "not synchronised", fix if zones else "")]
+    fix = "enable NTP (timedatectl set-ntp true): quiet hours and schedules follow the clock"
+    if zones:
+        fix += ", and zones start announcements at a shared instant"
+    return [Finding("clock", WARN, "not synchronised", fix)]

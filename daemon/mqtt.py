@@ -97,6 +97,7 @@ class MqttLink:
         self.external = external or {}
         self.on_online = on_online
         self.connected = False
+        self._stopping = False  # a clean stop's disconnect is not a lost connection
         self.client_id = default_client_id(config)
         self.problem: str | None = None
         self._connected_at = 0.0
@@ -123,6 +124,7 @@ class MqttLink:
 
     def stop(self) -> None:
         """Clean exit: retained `stopped`, then disconnect (the will is not sent)."""
+        self._stopping = True
         if self.connected:
             self.client.publish(
                 self.topic("status"), "stopped", qos=1, retain=True
@@ -171,6 +173,9 @@ class MqttLink:
 
     def _on_disconnect(self, _client, _userdata, _flags, reason_code, _properties) -> None:
         was_connected, self.connected = self.connected, False
+        if was_connected and self._stopping:
+            log.info("disconnected from the broker (the service stops)")
+            return
         if was_connected:
             log.warning("disconnected from the broker (%s); reconnecting", reason_code)
             self._note_session_end()

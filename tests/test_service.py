@@ -54,6 +54,7 @@ def test_plain_text_plays_and_events_arrive_in_order(daemon, capture):
 
 BAD_PAYLOADS = [
     (b'{"text": "hi"', "invalid JSON"),
+    (b'{"text": "hi', "invalid JSON: Unterminated string starting at line 1 column 10"),
     (b'{"text": "hi", "priority": 5}', "priority: 5 is not one of"),
     (b'{"text": "hi", "colour": "red"}', "colour: unknown field"),
     (b'{"text": ""}', "text:"),
@@ -81,6 +82,12 @@ def test_bad_payloads_are_rejected_by_name_and_service_goes_on(daemon):
     assert len(rejected) == len(BAD_PAYLOADS)
     for event, (_, message) in zip(rejected, BAD_PAYLOADS, strict=True):
         assert event["reason"] == "invalid" and message in event["message"], event
+
+
+def test_a_bad_volume_is_named_once(daemon):
+    daemon.recorder.publish("volume", "1.7")
+    rejected = daemon.recorder.event(None, "rejected")
+    assert rejected["message"] == "volume: 1.7 is not a number from 0 to 1"
 
 
 def test_unknown_speaker_is_refused_when_sent_with_a_reason(daemon):
@@ -303,10 +310,12 @@ def test_sighup_with_a_broken_config_keeps_serving(daemon):
     daemon.recorder.event(job, "finished")
 
 
-def test_sigterm_publishes_stopped(daemon):
+def test_sigterm_publishes_stopped_and_logs_no_lost_connection(daemon):
     daemon.process.terminate()
     assert daemon.process.wait(30) == 0
     daemon.recorder.wait_for(lambda t, p: t == f"{daemon.base}/status" and p == b"stopped")
+    log = (daemon.config_path.parent / "serve.log").read_text()
+    assert "reconnecting" not in log and "disconnected" not in log, log[-500:]
 
 
 def test_sigkill_leaves_offline_through_the_last_will(broker, daemon):

@@ -222,3 +222,16 @@ def test_a_reinstalled_voice_is_loaded_again_at_the_rescan(tmp_path, mirror):
     install(config.catalog, entry, str(mirror))  # the same voice, its files replaced
     assert registry.refresh(config) == ([], [])
     assert registry.get(GERMAN) is not first
+
+
+def test_a_catalogue_that_cannot_be_reached_is_a_runtime_failure(tmp_path):
+    """Exit 1 (runtime), as a damaged download: 2 is for usage and config errors."""
+    from tests.mqtt_helpers import free_port
+
+    config = tmp_path / "fastvoice.yaml"
+    closed = f"http://127.0.0.1:{free_port()}/"
+    data = {"catalog": {"url": closed + "voices.json", "files_url": closed}}
+    config.write_text(json.dumps(data))
+    result = voices(config, "install", GERMAN)
+    assert result.returncode == 1
+    assert b"cannot connect" in result.stderr

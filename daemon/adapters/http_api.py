@@ -114,7 +114,7 @@ class Routes:
             try:
                 commands.set_volume(parse_volume(body, self._limit()))
             except CommandError as error:
-                raise HttpError(422, str(error)) from None
+                raise HttpError(422, f"volume: {error}") from None
         return JSONResponse({"volume": commands.player.volume})
 
     async def voices(self, request: Request) -> Response:

@@ -14,14 +14,14 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from daemon.errors import VoiceError
+from daemon.errors import VoiceError, VoiceInstallError
 from daemon.validation import format_validation_error
 
 MAX_CATALOG_BYTES = 50_000_000
 TIMEOUT_S = 30.0
 
 
-class CatalogError(VoiceError):
+class CatalogError(VoiceInstallError):
     """The catalogue cannot be read, or an entry of it is not usable."""
 
 
