@@ -1,17 +1,23 @@
 """MkDocs hook: the configuration reference, written from the config models at every build, so
-the page says exactly what `fastvoice config check` accepts (keys, types, defaults, limits)."""
+the page says exactly what `fastvoice config check` accepts (keys, types, defaults, limits).
+
+The models are read from this checkout (put on the path here), so a build needs mkdocs-material
+and pydantic, not fastvoice installed."""
 
 from __future__ import annotations
 
 import json
+import sys
 import types
 import typing
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
 MARKER = "<!-- config-reference -->"
+CHECKOUT = Path(__file__).resolve().parent.parent
 
 
 def _models_in(annotation: Any) -> list[type[BaseModel]]:
@@ -105,6 +111,8 @@ def rows(model: type[BaseModel], prefix: str = "") -> list[tuple[str, str, str, 
 
 
 def reference() -> str:
+    if str(CHECKOUT) not in sys.path:
+        sys.path.insert(0, str(CHECKOUT))
     from daemon.config import Config
 
     lines = ["| key | type | default | meaning |", "|---|---|---|---|"]
