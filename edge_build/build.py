@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from daemon.config import Config, CosyVoice2VoiceConfig, VitsVoiceConfig
+from daemon.config import Config, CosyVoice2VoiceConfig, KokoroVoiceConfig, VitsVoiceConfig
 from daemon.voices.registry import voice_configs
 from edge_build.artifact_writer import BuildResult
 from edge_build.vits_builder import VitsBuilder
@@ -41,6 +41,10 @@ def builders(config: Config, store: Path) -> list[VoiceBuilder]:
     for name, voice in sorted(voice_configs(config).items()):
         if isinstance(voice, VitsVoiceConfig):
             made.append(VitsBuilder(name, voice, store))
+        elif isinstance(voice, KokoroVoiceConfig):
+            from edge_build.kokoro_builder import KokoroBuilder
+
+            made.append(KokoroBuilder(name, voice, store))
         elif isinstance(voice, CosyVoice2VoiceConfig):
             from edge_build.cosyvoice2_builder import CosyVoice2Builder
 

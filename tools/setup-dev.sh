@@ -20,7 +20,7 @@ fi
 
 python3 -m venv .venv
 .venv/bin/pip install -q --upgrade pip
-.venv/bin/pip install -q -e '.[cpu,test]'
+.venv/bin/pip install -q -e '.[cpu,test,kokoro]'
 # An editable install leaves our modules uncompiled; where bytecode is never written
 # (PYTHONDONTWRITEBYTECODE, a read-only install) every start would compile them again.
 .venv/bin/python -m compileall -q daemon edge_build

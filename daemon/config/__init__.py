@@ -27,6 +27,7 @@ from daemon.config.text import LexiconConfig, LexiconEntry, PhonemeEntry, TextCo
 from daemon.config.voices import (
     CatalogConfig,
     CosyVoice2VoiceConfig,
+    KokoroVoiceConfig,
     VitsVoiceConfig,
     VoiceConfig,
     default_voices,
@@ -49,6 +50,7 @@ __all__ = [
     "HermesConfig",
     "HomeAssistantConfig",
     "HttpConfig",
+    "KokoroVoiceConfig",
     "LexiconConfig",
     "LexiconEntry",
     "LocalConfig",

