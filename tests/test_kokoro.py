@@ -9,6 +9,8 @@ import uuid
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from daemon.config import parse_config
 from daemon.errors import VoiceError
@@ -81,10 +83,20 @@ def test_a_long_sentence_comes_phrase_by_phrase_and_speed_changes_the_length(reg
     assert faster < 0.65 * seconds
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.text(alphabet="abɴʥ ", min_size=1, max_size=40), min_size=1, max_size=12))
+def test_phrases_hold_the_sentence_once_in_order(clauses):
+    sentence = ", ".join(clause.strip() for clause in clauses if clause.strip())
+    phrases = kokoro.phrases_of(sentence)
+    assert " ".join(phrases).split() == sentence.split()
+    if len(phrases) > 1:
+        assert all(len(phrase) >= kokoro.PHRASE_SYMBOLS // 2 for phrase in phrases)
+
+
 def test_announcement_numbers_are_read_as_written(registry):
     voice = registry.get(ALPHA)
     assert voice.phonemes("料金は1,500円です。") == voice.phonemes("料金は1500円です。")
-    assert "iʨi," not in voice.phonemes("料金は1,500円です。")
+    assert "iʨi," not in " ".join(voice.phonemes("料金は1,500円です。"))
 
 
 def test_the_cli_and_the_service_speak_with_a_kokoro_voice(tmp_path, broker, alsa):

