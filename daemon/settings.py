@@ -33,6 +33,7 @@ RELOADABLE = frozenset(
         "text.lexicon.words",
         "text.lexicon.voices",
         "audio.device",
+        "audio.file_dir",
         "audio.volume",
         "audio.sentence_pause_s",
         "audio.fade_ms",
@@ -56,6 +57,7 @@ RELOADABLE = frozenset(
         "hermes.any_site",
         "hermes.remote_playback",
         "hermes.play_finished_timeout_s",
+        "http.voice_aliases",
     }
 )
 # What the service is built from: loaded voices and backends, open connections and files,
