@@ -123,7 +123,11 @@ class Service:
                 broken_default.fix,
             )
             self.warm(self.voices.default)
-        self.unannounced_broken = [name for name in self.voices.broken if name in names]
+        self.unannounced_broken += [
+            name
+            for name in self.voices.broken
+            if name in names and name not in self.unannounced_broken
+        ]
 
     def warm(self, name: str) -> None:
         """Loads a voice and runs it once: ONNX Runtime's first run of a session is slow, so
