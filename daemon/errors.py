@@ -46,6 +46,11 @@ class AudioDeviceError(FastvoiceError):
     """No usable output device, or the device failed while playing."""
 
 
+def error_text(error: BaseException) -> str:
+    """An exception as a message: its text, or its repr when it has none (KeyError(), ...)."""
+    return str(error) or repr(error)
+
+
 def reason_code(error: FastvoiceError) -> str:
     """The short machine-readable reason every interface reports for an error."""
     for kind, code in (

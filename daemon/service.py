@@ -21,7 +21,7 @@ from daemon.artifact_build import build_missing_artifacts
 from daemon.audio.player import Player
 from daemon.cache import PhraseCache
 from daemon.clock import clock_state
-from daemon.errors import FastvoiceError, VoiceError
+from daemon.errors import FastvoiceError, VoiceError, error_text
 from daemon.event_sink import EventSink
 from daemon.intake import JobIntake
 from daemon.jobs import JobQueue
@@ -138,7 +138,7 @@ class Service:
         except VoiceError:  # quarantined by the registry as it failed to load
             pass
         except Exception as error:  # it loaded, but cannot speak
-            self.voices.quarantine(name, f"cannot speak: {str(error) or repr(error)}")
+            self.voices.quarantine(name, f"cannot speak: {error_text(error)}")
 
     def announce_broken(self) -> None:
         """A `voice_broken` event for each voice quarantined since the last announcement."""

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from daemon.config import Config, CosyVoice2VoiceConfig, KokoroVoiceConfig, VitsVoiceConfig
+from daemon.errors import error_text
 from daemon.voices.registry import voice_configs
 from edge_build.artifact_writer import BuildResult
 from edge_build.vits_builder import VitsBuilder
@@ -105,7 +106,7 @@ def each_voice(
         try:
             results += build(builder)
         except Exception as error:  # whatever a voice's damaged files make a builder raise
-            message = str(error) or repr(error)
+            message = error_text(error)
             log.error("voice %s: cannot be built: %s", builder.name, message)
             results.append(BuildResult(builder.name, builder.name, f"failed: {message}", store, 0))
     return results

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from daemon.config import DEFAULT_VOICE, Config, VitsVoiceConfig, VoiceConfig, default_voices
-from daemon.errors import VoiceError
+from daemon.errors import VoiceError, error_text
 from daemon.runtime.artifacts import default_store
 from daemon.runtime.base import Backend
 from daemon.text.script import Utterance
@@ -63,7 +63,7 @@ def trial(name: str, voice_config: VoiceConfig) -> None:
         voice = family(name, voice_config, OrtCpuBackend(threads=1))
         pieces = list(voice.synthesize_sentence(TRIAL_SENTENCE, SpeechOptions()))
     except Exception as error:  # whatever its files make a loader or a run raise
-        raise VoiceError(f"voice {name!r} does not load: {str(error) or repr(error)}") from None
+        raise VoiceError(f"voice {name!r} does not load: {error_text(error)}") from None
     if not any(piece.samples.size for piece in pieces):
         raise VoiceError(f"voice {name!r} said nothing for the test sentence {TRIAL_SENTENCE!r}")
 
@@ -193,7 +193,7 @@ class VoiceRegistry:
                 try:
                     self._loaded[name] = self._load(name, self.configs[name])
                 except Exception as error:  # whatever its files make a loader raise
-                    broken = self._quarantine(name, str(error) or repr(error))
+                    broken = self._quarantine(name, error_text(error))
                     raise VoiceError(broken.message) from None
             return self._loaded[name]
 
