@@ -61,7 +61,8 @@ def test_a_voice_that_does_not_load_is_refused_and_leaves_nothing(tmp_path):
 
 
 def test_every_command_names_a_rotten_voice_and_works_with_the_others(tmp_path, mirror):
-    config = rotten_box(tmp_path, mirror)
+    # Artifacts of its own: the build below makes the embedded voice's, whatever ran before.
+    config = rotten_box(tmp_path, mirror, runtime={"artifact_dir": str(tmp_path / "artifacts")})
 
     box = cli(config, "voices", "--json")
     assert box.returncode == 0, box.stderr
