@@ -133,10 +133,12 @@ class Service:
         """Loads a voice and runs it once: ONNX Runtime's first run of a session is slow, so
         it is paid here, not by the first job. A voice that fails is quarantined."""
         try:
-            for _ in self.voices.get(name).synthesize_sentence("Ready.", SpeechOptions()):
-                pass
+            voice = self.voices.get(name)
         except VoiceError:  # quarantined by the registry as it failed to load
-            pass
+            return
+        try:
+            for _ in voice.synthesize_sentence("Ready.", SpeechOptions()):
+                pass
         except Exception as error:  # it loaded, but cannot speak
             self.voices.quarantine(name, f"cannot speak: {error_text(error)}")
 

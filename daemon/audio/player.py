@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from daemon.config.audio import NO_DEVICE
-from daemon.errors import AudioDeviceError
+from daemon.errors import AudioDeviceError, FastvoiceError
 
 log = logging.getLogger(__name__)
 
@@ -265,19 +265,19 @@ class Player:
         return played
 
     def _write(self, name: str, blocks: list[np.ndarray], sample_rate: int) -> None:
+        """The job's WAV, written atomically and readable by whoever plays the files."""
         from daemon.audio.wav import wav_bytes
-        from daemon.files import replaced_atomically
+        from daemon.files import save_audio
 
         assert self.file_dir is not None
-        path = self.file_dir / f"{name}.wav"
         try:
             self.file_dir.mkdir(parents=True, exist_ok=True)
-            with replaced_atomically(path) as out:
-                out.write(wav_bytes(blocks, sample_rate))
+            save_audio(self.file_dir / f"{name}.wav", wav_bytes(blocks, sample_rate))
         except OSError as error:
-            raise AudioDeviceError(
-                f"audio.file_dir: cannot write {path}: {error.strerror or error}"
-            ) from None
+            message = f"cannot write {self.file_dir}: {error.strerror or error}"
+            raise AudioDeviceError(f"audio.file_dir: {message}") from None
+        except FastvoiceError as error:
+            raise AudioDeviceError(f"audio.file_dir: {error}") from None
 
     def _play_on_device(
         self, blocks: Iterable[np.ndarray], sample_rate: int, start_at: float | None

