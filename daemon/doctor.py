@@ -165,7 +165,12 @@ def _voices(config: Config) -> list[Finding]:
             findings.append(Finding(f"voice {name}", FAIL, detail, broken.fix))
     for name in usable:
         info = registry.get(name).info
-        findings.append(Finding(f"voice {name}", OK, f"{info.family}, {info.language}, loads"))
+        stage = info.stages[0]
+        why = [n for n in stage.notes if n.startswith(("auto:", f"{stage.precision}:"))]
+        precision = f"; precision {why[0] if why else stage.precision}"
+        findings.append(
+            Finding(f"voice {name}", OK, f"{info.family}, {info.language}, loads{precision}")
+        )
     missing = missing_artifacts(config, store, gpu=False)
     if missing:
         fix = (

@@ -14,7 +14,7 @@ from typing import Any
 
 from daemon.errors import BackendError
 from daemon.parts import WHOLE
-from daemon.runtime.artifacts import Artifact, artifact_key, machine_id
+from daemon.runtime.artifacts import Artifact, artifact_key, cpu_features, machine_id
 from daemon.runtime.ort_cpu import ARTIFACT_OPTIONS, PRECISION_CHOICE_KIND, artifact_kind
 from edge_build.artifact_writer import source_record, write_artifact
 
@@ -105,6 +105,7 @@ def write_precision_choice(source: Path, store: Path, stage: str, verdict: dict)
         "source": source_record(source),
         "onnxruntime": ort.__version__,
         "machine": machine_id(),
+        "cpu_features": list(cpu_features()),
         **verdict,
     }
     directory = _directory(store, source, PRECISION_CHOICE_KIND)

@@ -1,8 +1,11 @@
-"""The quality gate for precision variants: a variant is used only if it sounds like fp32.
+"""The quality gate for precision variants: a variant is used only if it sounds like fp32 (the
+graph as the voice ships it).
 
-Each variant speaks a calibration set with noise off (so fp32's output is a fixed reference) and
-must keep every utterance's length within 1 %, stay within a log-spectral distance of fp32, and
-(when pocketsphinx is installed) not raise the word error rate by more than 0.05. Of the variants
+Each variant speaks its family's gate set (`GateSet`) with noise off (so fp32's output is a
+fixed reference) and must keep every utterance's length within 1 %, and, as the set asks, stay
+within a log-spectral distance of fp32, keep a wideband PESQ against it (the `pesq` package),
+and (when pocketsphinx is installed, for English) not raise the word error rate by more than
+0.05. Of the variants
 that pass, `precision: auto` takes the fastest, and a lower precision only when it is at least 10 %
 faster than fp32 on this box, timed side by side: the speed is measured here, not assumed (a
 variant that is no faster, like fp16 folded back to fp32 by the CPU optimiser, measured up to
@@ -14,7 +17,7 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
@@ -38,6 +41,9 @@ TIMING_ROUNDS = 5
 FRAME, HOP, FLOOR_DB = 1024, 256, 80.0
 
 
+Transcribe = Callable[[np.ndarray, int], str]
+
+
 @dataclass
 class Verdict:
     precision: str
@@ -46,6 +52,7 @@ class Verdict:
     log_spectral_distance_db: float | None = None
     wer: float | None = None
     seconds: float | None = None  # median time to speak the calibration set
+    pesq: float | None = None  # the lowest over the gate set, when the set asks for it
 
     def as_dict(self) -> dict:
         return {k: round(v, 4) if isinstance(v, float) else v for k, v in asdict(self).items()}
@@ -69,7 +76,7 @@ def log_spectral_distance_db(reference: np.ndarray, candidate: np.ndarray) -> fl
     return float(np.mean(np.sqrt(np.mean(difference**2, axis=1))))
 
 
-def transcriber() -> Callable[[np.ndarray, int], str] | None:
+def transcriber() -> Transcribe | None:
     """pocketsphinx's English decoder, or None when it is not installed."""
     try:
         import jiwer  # noqa: F401  (word_error_rate)
@@ -97,69 +104,111 @@ def word_error_rate(references: list[str], hypotheses: list[str]) -> float:
     return jiwer.wer([clean(r) for r in references], [clean(h) or "<nothing>" for h in hypotheses])
 
 
-def _speak(voice: Voice, text: str) -> np.ndarray:
-    return np.concatenate([p.samples for p in voice.synthesize_sentence(text, SILENT_NOISE)])
+def no_transcriber() -> Transcribe | None:
+    return None
 
 
-def _time_side_by_side(voices: dict[str, Voice]) -> dict[str, float]:
+@dataclass(frozen=True)
+class GateSet:
+    """What a family's variants are judged on: sentences, the options they are spoken with,
+    and the limits (None: measured and written down, not judged)."""
+
+    texts: tuple[str, ...]
+    options: SpeechOptions = SILENT_NOISE
+    max_log_spectral_distance_db: float | None = MAX_LOG_SPECTRAL_DISTANCE_DB
+    min_pesq: float | None = None
+    transcriber: Callable[[], Transcribe | None] = field(default=transcriber)
+
+
+ENGLISH = GateSet(CALIBRATION)
+
+
+def wideband_pesq(reference: np.ndarray, candidate: np.ndarray, rate: int) -> float:
+    """ITU-T P.862.2 (wideband PESQ) of `candidate` against `reference`, at 16 kHz."""
+    import soxr
+    from pesq import pesq
+
+    length = min(len(reference), len(candidate))
+    clean, degraded = (soxr.resample(a[:length], rate, 16000) for a in (reference, candidate))
+    return float(pesq(16000, clean, degraded, "wb"))
+
+
+def _speak(voice: Voice, text: str, options: SpeechOptions = SILENT_NOISE) -> np.ndarray:
+    return np.concatenate([p.samples for p in voice.synthesize_sentence(text, options)])
+
+
+def _time_side_by_side(voices: dict[str, Voice], gate: GateSet) -> dict[str, float]:
     """Median time to speak the calibration set, the voices taking turns in every round so
     that the machine's drift hits them alike."""
     rounds: dict[str, list[float]] = {name: [] for name in voices}
     for _ in range(TIMING_ROUNDS):
         for name, voice in voices.items():
             started = time.perf_counter()
-            for text in CALIBRATION:
-                _speak(voice, text)
+            for text in gate.texts:
+                _speak(voice, text, gate.options)
             rounds[name].append(time.perf_counter() - started)
     return {name: statistics.median(times) for name, times in rounds.items()}
 
 
 def evaluate(
-    load: Callable[[str], Voice], candidates: tuple[str, ...]
+    load: Callable[[str], Voice], candidates: tuple[str, ...], gate: GateSet = ENGLISH
 ) -> tuple[str, str, list[Verdict]]:
     """(chosen precision, the reason in one line, one verdict per precision, fp32 first)."""
     reference_voice = load("fp32")
     rate = reference_voice.info.sample_rate
-    reference = [_speak(reference_voice, text) for text in CALIBRATION]
-    transcribe = transcriber()
+    reference = [_speak(reference_voice, text, gate.options) for text in gate.texts]
+    transcribe = gate.transcriber()
     wer = None
     if transcribe is not None:
-        wer = word_error_rate(list(CALIBRATION), [transcribe(a, rate) for a in reference])
+        wer = word_error_rate(list(gate.texts), [transcribe(a, rate) for a in reference])
     verdicts = [Verdict("fp32", True, "reference", 0.0, wer)]
     passing: dict[str, Voice] = {"fp32": reference_voice}
     for precision in candidates:
-        verdict, voice = _judge(precision, load, reference, rate, transcribe, verdicts[0])
+        verdict, voice = _judge(precision, load, reference, rate, transcribe, verdicts[0], gate)
         verdicts.append(verdict)
         if voice is not None:
             passing[precision] = voice
-    seconds = _time_side_by_side(passing)
+    seconds = _time_side_by_side(passing, gate)
     for verdict in verdicts:
         verdict.seconds = seconds.get(verdict.precision)
     return _choose(verdicts)
 
 
 def _judge(
-    precision, load, reference, rate, transcribe, fp32: Verdict
+    precision, load, reference, rate, transcribe, fp32: Verdict, gate: GateSet
 ) -> tuple[Verdict, Voice | None]:
     """The verdict, and the loaded voice when it passed (to be timed)."""
     try:
         voice = load(precision)
-        audio = [_speak(voice, text) for text in CALIBRATION]
+        audio = [_speak(voice, text, gate.options) for text in gate.texts]
     except FastvoiceError as error:
         return Verdict(precision, False, f"does not run here: {str(error)[:200]}"), None
-    change = max(abs(len(a) - len(r)) / len(r) for a, r in zip(audio, reference, strict=True))
+    pairs = list(zip(reference, audio, strict=True))
+    change = max(abs(len(a) - len(r)) / len(r) for r, a in pairs)
     if change > MAX_LENGTH_CHANGE:
         return Verdict(precision, False, f"durations changed by {change:.1%}"), None
-    distance = max(log_spectral_distance_db(r, a) for r, a in zip(reference, audio, strict=True))
-    if distance > MAX_LOG_SPECTRAL_DISTANCE_DB:
-        return Verdict(precision, False, f"log-spectral distance {distance:.2f} dB", distance), None
-    wer = None
+    verdict = Verdict(precision, True, "sounds like fp32")
+    verdict.log_spectral_distance_db = max(log_spectral_distance_db(r, a) for r, a in pairs)
+    limit = gate.max_log_spectral_distance_db
+    if limit is not None and verdict.log_spectral_distance_db > limit:
+        return _failed(verdict, f"log-spectral distance {verdict.log_spectral_distance_db:.2f} dB")
+    if gate.min_pesq is not None:
+        try:
+            verdict.pesq = min(wideband_pesq(r, a, rate) for r, a in pairs)
+        except ImportError:
+            return _failed(verdict, "the pesq package, which judges it, is not installed")
+        if verdict.pesq < gate.min_pesq:
+            return _failed(verdict, f"PESQ {verdict.pesq:.2f} (at least {gate.min_pesq} wanted)")
     if transcribe is not None and fp32.wer is not None:
-        wer = word_error_rate(list(CALIBRATION), [transcribe(a, rate) for a in audio])
-        if wer > fp32.wer + MAX_WER_INCREASE:
-            reason = f"word error rate {wer:.2f} (fp32 {fp32.wer:.2f})"
-            return Verdict(precision, False, reason, distance, wer), None
-    return Verdict(precision, True, "sounds like fp32", distance, wer), voice
+        verdict.wer = word_error_rate(list(gate.texts), [transcribe(a, rate) for a in audio])
+        if verdict.wer > fp32.wer + MAX_WER_INCREASE:
+            return _failed(verdict, f"word error rate {verdict.wer:.2f} (fp32 {fp32.wer:.2f})")
+    return verdict, voice
+
+
+def _failed(verdict: Verdict, reason: str) -> tuple[Verdict, None]:
+    verdict.passed, verdict.reason = False, reason
+    return verdict, None
 
 
 def _choose(verdicts: list[Verdict]) -> tuple[str, str, list[Verdict]]:
@@ -177,8 +226,8 @@ def _choose(verdicts: list[Verdict]) -> tuple[str, str, list[Verdict]]:
             parts.append(f"{verdict.precision} failed the gate: {verdict.reason}")
         else:
             ratio = (verdict.seconds or 0) / fp32.seconds
-            parts.append(
-                f"{verdict.precision} passed (distance "
-                f"{verdict.log_spectral_distance_db:.2f} dB) at {ratio:.2f}x fp32's time"
-            )
+            measured = f"distance {verdict.log_spectral_distance_db:.2f} dB"
+            if verdict.pesq is not None:
+                measured += f", PESQ {verdict.pesq:.2f}"
+            parts.append(f"{verdict.precision} passed ({measured}) at {ratio:.2f}x fp32's time")
     return chosen.precision, f"auto: {chosen.precision} ({'; '.join(parts)})", verdicts

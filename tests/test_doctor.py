@@ -27,6 +27,7 @@ def test_a_healthy_box_passes_every_check(tmp_path, broker, capture):
     assert findings["audio device"]["detail"].endswith("Hz")
     assert "may publish and subscribe" in findings["broker"]["detail"]
     assert findings["voice en_US-joe-medium"]["status"] == "ok"
+    assert "; precision auto: " in findings["voice en_US-joe-medium"]["detail"]
     assert {"config", "memory", "GPU", "clock", "artifacts"} <= set(findings)
     clock = findings["clock"]
     if clock["detail"] == "not synchronised":  # quiet hours and schedules follow the clock

