@@ -132,8 +132,8 @@ class Synthesizer:
         if self.cache is not None:
             used = {item.voice for item in script if isinstance(item, Utterance)}
             identity = {
-                "voice": chosen.identity(),
-                "voices": [self.voices.get(name).identity() for name in sorted(used)],
+                "voice": chosen.cache_identity(),
+                "voices": [self.voices.get(name).cache_identity() for name in sorted(used)],
                 "script": cache_form(script),
                 "options": {**asdict(options), "volume": None},
             }

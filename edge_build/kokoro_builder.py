@@ -1,7 +1,8 @@
 """The artifacts of a Kokoro voice: its graph (joined from the part packages) optimised once for
 this CPU, with its weights in a file ONNX Runtime maps, shared by every Kokoro voice; under
 `precision: auto` or `int8` its int8 variant (edge_build.kokoro_precision), calibrated on the
-voice's own reading of real sentences, and under `auto` the quality gate's choice.
+voice's own reading of real sentences, and under `auto` the quality gate's choice; and each
+voice's loudness (its style or mix at its speed), so that every voice speaks at one level.
 
 For Kokoro, `fp32` names the graph as published (its own dynamic int8): the exact mode, the
 reference the gate compares with. It has no fp16 variant on a CPU (no fp16 kernels for its
@@ -19,9 +20,11 @@ from daemon.config import KokoroVoiceConfig
 from daemon.errors import BackendError
 from daemon.runtime.artifacts import Artifact
 from daemon.runtime.ort_cpu import OrtCpuBackend
-from daemon.voices.kokoro import STAGE, KokoroVoice, graph_path
+from daemon.voices import loudness
+from daemon.voices.kokoro import STAGE, KokoroVoice, graph_path, loudness_record
 from edge_build.artifact_writer import BuildResult
 from edge_build.kokoro_precision import make_static_int8
+from edge_build.loudness import measure_into
 from edge_build.ort_optimize import build_ort_artifact, write_precision_choice
 from edge_build.quality_gate import GateSet, evaluate, no_transcriber
 
@@ -84,7 +87,20 @@ class KokoroBuilder:
         if precision == "auto":
             progress(f"{STAGE}: the precision quality gate (for {self.name})")
             results.append(self.choose_precision(graph, again=rebuilt))
+        if self.config.normalize:
+            results.append(self.measure_loudness(force, progress))
         return results
+
+    def measure_loudness(self, force: bool, progress: Callable[[str], None]) -> BuildResult:
+        """The voice's level as the graph makes it, for the gain that evens the voices out."""
+
+        def raw() -> KokoroVoice:
+            unnormalised = self.config.model_copy(update={"normalize": False})
+            backend = OrtCpuBackend(artifact_store=self.store)
+            return KokoroVoice(self.name, unnormalised, backend, self.store)
+
+        path = loudness_record(self.store, self.config)
+        return measure_into(self.name, f"{self.name}/{STAGE}", path, raw, force, progress)
 
     def _build(self, graph: Path, variant: str) -> Artifact:
         if variant == "fp32":
@@ -139,6 +155,9 @@ class KokoroBuilder:
         ]
         if precision == "auto" and backend.precision_choice(graph)[0] is None:
             missing.append(f"{STAGE}/precision")
+        record = loudness_record(self.store, self.config)
+        if self.config.normalize and loudness.read(record) is None:
+            missing.append(f"{self.name}/{STAGE}/loudness")
         return missing
 
 

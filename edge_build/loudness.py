@@ -1,4 +1,4 @@
-"""Measures a Piper voice's loudness on this box (EBU R128 integrated loudness, pyloudnorm) on
+"""Measures a voice's loudness on this box (EBU R128 integrated loudness, pyloudnorm) on
 reference sentences in the voice's language, for each of its speakers, and records it where the
 voice reads it at load (daemon.voices.loudness)."""
 
@@ -15,7 +15,7 @@ from daemon.config import VitsVoiceConfig
 from daemon.files import replaced_atomically
 from daemon.runtime.ort_cpu import OrtCpuBackend
 from daemon.voices import loudness
-from daemon.voices.base import SpeechOptions
+from daemon.voices.base import SpeechOptions, Voice
 from daemon.voices.vits import VitsVoice, loudness_record, voice_files
 from edge_build.artifact_writer import BuildResult
 
@@ -52,6 +52,11 @@ REFERENCE = {
         "Laat uw bagage niet onbeheerd achter.",
         "Het museum sluit over vijftien minuten.",
     ),
+    "ja": (
+        "空港行きの次の電車は、4番線から発車いたします。",
+        "お荷物は、お手元から離さないようお願いいたします。",
+        "博物館は、あと15分で閉館いたします。",
+    ),
 }
 NUMBERS = ("1, 2, 3, 4, 5, 6, 7, 8, 9, 10.", "11, 12, 13, 14, 15, 16, 17, 18, 19, 20.")
 MANY_SPEAKERS = 16  # above this, one sentence per speaker keeps a build of hundreds short
@@ -62,7 +67,7 @@ def reference_sentences(language: str) -> tuple[str, ...]:
     return REFERENCE.get(language.replace("-", "_").split("_")[0].lower(), NUMBERS)
 
 
-def measure(voice: VitsVoice, progress: Callable[[str], None]) -> loudness.Loudness:
+def measure(voice: Voice, progress: Callable[[str], None]) -> loudness.Loudness:
     """Loudness and peak of the voice's unnormalised audio, per speaker."""
     import pyloudnorm
 
@@ -96,17 +101,33 @@ def record_for(name: str, config: VitsVoiceConfig, store: Path) -> Path:
 def build_loudness(
     name: str, config: VitsVoiceConfig, store: Path, force: bool, progress: Callable[[str], None]
 ) -> BuildResult:
-    """Measures the voice unless a record for it exists (or `force`)."""
-    started = time.perf_counter()
+    """Measures a Piper voice unless a record for it exists (or `force`)."""
+
+    def raw() -> Voice:
+        unnormalised = config.model_copy(update={"normalize": False})
+        return VitsVoice(name, unnormalised, OrtCpuBackend(artifact_store=store))
+
     path = record_for(name, config, store)
-    label = f"{name}/vits/loudness"
+    return measure_into(name, f"{name}/vits", path, raw, force, progress)
+
+
+def measure_into(
+    name: str,
+    stage: str,
+    path: Path,
+    raw: Callable[[], Voice],
+    force: bool,
+    progress: Callable[[str], None],
+) -> BuildResult:
+    """Measures the voice `raw` loads (its audio as the graph makes it) into the record at
+    `path`, unless one is there (or `force`)."""
+    started = time.perf_counter()
+    label = f"{stage}/loudness"
     existing = loudness.read(path)
     if existing is not None and not force:
         return BuildResult(name, label, "up to date", path.parent, time.perf_counter() - started)
-    progress(f"{name}/vits: measuring its loudness (EBU R128)")
-    raw = config.model_copy(update={"normalize": False})
-    voice = VitsVoice(name, raw, OrtCpuBackend(artifact_store=store))
-    measured = measure(voice, progress)
+    progress(f"{stage}: measuring its loudness (EBU R128)")
+    measured = measure(raw(), progress)
     path.parent.mkdir(parents=True, exist_ok=True)
     with replaced_atomically(path) as out:
         out.write(json.dumps({"voice": name, **measured.as_dict()}, indent=2).encode())

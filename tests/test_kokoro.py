@@ -16,7 +16,7 @@ from daemon.config import KokoroVoiceConfig, parse_config
 from daemon.errors import BackendError, VoiceError
 from daemon.runtime.artifacts import cpu_features
 from daemon.runtime.ort_cpu import OrtCpuBackend
-from daemon.voices import kokoro
+from daemon.voices import kokoro, loudness
 from daemon.voices.base import SpeechOptions
 from daemon.voices.registry import VoiceRegistry
 from edge_build.kokoro_builder import GATE, KokoroBuilder
@@ -158,18 +158,26 @@ def test_auto_loads_the_gate_choice_and_it_says_the_same_sentence(built):
     builder, results = built
     chosen = results["kokoro/precision"].status.split()[1]
     config = KokoroVoiceConfig(family="kokoro", style="jf_alpha")
-    sentence = "毎朝7時に開店いたします。"
+    voices = {
+        precision: kokoro.KokoroVoice(
+            "v",
+            config,
+            OrtCpuBackend(artifact_store=builder.store, precision=precision),
+            builder.store,
+        )
+        for precision in ("fp32", "int8", "auto")
+    }
+    for precision, voice in voices.items():
+        expected = chosen if precision == "auto" else precision
+        assert voice.info.stages[0].precision == expected
+    # a phrase the int8 variant said is never served from the cache as the exact mode's
+    assert voices["int8"].cache_identity() != voices["fp32"].cache_identity()
 
     def audio(precision: str) -> np.ndarray:
-        backend = OrtCpuBackend(artifact_store=builder.store, precision=precision)
-        voice = kokoro.KokoroVoice("v", config, backend, builder.store)
-        assert voice.info.stages[0].precision == (chosen if precision == "auto" else precision)
-        return np.concatenate(
-            [p.samples for p in voice.synthesize_sentence(sentence, SpeechOptions())]
-        )
+        pieces = voices[precision].synthesize_sentence("毎朝7時に開店いたします。", SpeechOptions())
+        return np.concatenate([p.samples for p in pieces])
 
     published, variant = audio("fp32"), audio("int8")
-    audio("auto")
     assert abs(len(variant) - len(published)) <= 0.01 * len(published)
     assert np.corrcoef(published[: len(variant)], variant[: len(published)])[0, 1] > 0.8
 
@@ -178,3 +186,31 @@ def test_a_precision_kokoro_has_no_variant_in_is_named(tmp_path):
     builder = KokoroBuilder(ALPHA, KokoroVoiceConfig(family="kokoro", style="jf_alpha"), tmp_path)
     with pytest.raises(BackendError, match=r"runtime\.precision: Kokoro voices have no fp16"):
         builder.build_cpu(precision="fp16", force=False, verify=False, progress=print)
+
+
+def test_every_voice_speaks_at_the_level_the_build_measured(built):
+    import pyloudnorm
+
+    builder, results = built
+    assert results[f"{ALPHA}/kokoro/loudness"].status.startswith("measured")
+    kumo = KokoroBuilder("kumo", KokoroVoiceConfig(family="kokoro", style="jm_kumo"), builder.store)
+    kumo.measure_loudness(force=False, progress=print)
+    # A record that says this mix is 6 LU quieter than the target: its audio gets 6 dB.
+    quiet = KokoroVoiceConfig(family="kokoro", style="jf_alpha(1)")
+    record = kokoro.loudness_record(builder.store, quiet)
+    record.write_text(json.dumps({"lufs": {"single": -26.0}, "peak_dbfs": {"single": -9.0}}))
+    meter = pyloudnorm.Meter(kokoro.SAMPLE_RATE)
+    sentence = "本日の最終便は、午後9時に出発いたします。"
+    levels = {}
+    for style in ("jf_alpha", "jm_kumo", "jf_alpha(1)"):
+        for normalize in (True, False):
+            config = KokoroVoiceConfig(family="kokoro", style=style, normalize=normalize)
+            backend = OrtCpuBackend(artifact_store=builder.store)
+            voice = kokoro.KokoroVoice(style, config, backend, builder.store)
+            assert (voice.loudness is not None) == normalize
+            pieces = voice.synthesize_sentence(sentence, SpeechOptions())
+            audio = np.concatenate([p.samples for p in pieces]).astype(np.float64)
+            levels[style, normalize] = meter.integrated_loudness(audio)
+    for style in ("jf_alpha", "jm_kumo"):  # measured: each within 1.5 LU of the target
+        assert abs(levels[style, True] - loudness.TARGET_LUFS) < 1.5
+    assert abs(levels["jf_alpha(1)", True] - levels["jf_alpha(1)", False] - 6.0) < 0.7

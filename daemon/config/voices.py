@@ -108,6 +108,11 @@ class KokoroVoiceConfig(_FamilyVoice):
         "jf_alpha(2)+jf_nezumi (weights in brackets, 1 when left out)",
     )
     speed: float = Field(1.0, ge=0.5, le=2.0, description="speaking rate: 2 is twice as fast")
+    normalize: bool = Field(
+        True,
+        description="even loudness: the gain `fastvoice build` measured for the voice (EBU R128) "
+        "and a look-ahead limiter; before a measurement, the graph's own level",
+    )
 
 
 def _family_of(value: Any) -> str:

@@ -306,7 +306,10 @@ class OrtCpuBackend(Backend):
             options = self.session_options(artifact is not None, threads)
             if weights is not None:
                 weights.add_to(options)
-            return ort.InferenceSession(str(graph), sess_options=options, providers=[PROVIDER])
+            session = ort.InferenceSession(str(graph), sess_options=options, providers=[PROVIDER])
+            if weights is not None:
+                weights.release_pages()
+            return session
 
         try:
             pool = SessionPool(make, self.threads, self.workers, self.requests)

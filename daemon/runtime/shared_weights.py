@@ -5,11 +5,17 @@ workers' three sessions of the VITS encoder made about 460 mappings of one 53 MB
 three times in the service's RSS. `fastvoice build` records where each weight lies in the file
 (the manifest's `initializers`); here the file is mapped once and every session is given the
 same weights as OrtValues over that mapping, used in place, never copied.
+
+A session packs the weights its kernels want in another layout (convolutions, matrix products)
+into buffers of its own and never reads those from the mapping again; after each session is
+made the mapping's pages are let go (the kernel reads back, from the page cache, the ones a run
+still uses). Kokoro's int8 graph: 49 MB less resident after its load.
 """
 
 from __future__ import annotations
 
 import math
+import mmap
 from pathlib import Path
 from typing import Any
 
@@ -49,3 +55,8 @@ class SharedWeights:
         """The session made with `options` uses these weights where they are mapped."""
         for name, value in self._values:
             options.add_initializer(name, value)
+
+    def release_pages(self) -> None:
+        """Lets the mapping's resident pages go (clean file pages: nothing is lost)."""
+        if hasattr(mmap, "MADV_DONTNEED"):
+            self._mapping._mmap.madvise(mmap.MADV_DONTNEED)

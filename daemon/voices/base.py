@@ -52,6 +52,11 @@ class Voice(ABC):
     def identity(self) -> dict[str, Any]:
         """Everything that shapes this voice's audio (files and settings): a phrase cache key."""
 
+    def cache_identity(self) -> dict[str, Any]:
+        """`identity` and the precision each stage runs at: an int8 variant's phrase is not
+        what the exact mode would say."""
+        return {**self.identity(), "precision": [stage.precision for stage in self.info.stages]}
+
     @property
     def times_words(self) -> bool:
         """Whether its pieces carry their words' timings (captions)."""

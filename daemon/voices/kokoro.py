@@ -23,12 +23,14 @@ from typing import Any
 
 import numpy as np
 
+from daemon.audio.limiter import LookaheadLimiter
 from daemon.audio.piece import AudioPiece
 from daemon.config import KokoroVoiceConfig
 from daemon.errors import TextError, VoiceError
 from daemon.files import replaced_atomically
 from daemon.runtime.base import Backend, Stage
 from daemon.text.script import Part, Phonemes, Utterance, join_words
+from daemon.voices import loudness
 from daemon.voices.base import SpeechOptions, Voice, VoiceInfo
 
 SAMPLE_RATE = 24_000
@@ -89,6 +91,14 @@ def graph_path(store: Path) -> Path:
     return path
 
 
+def loudness_record(store: Path, config: KokoroVoiceConfig) -> Path:
+    """Where `fastvoice build` keeps a Kokoro voice's measured loudness: keyed by the graph,
+    the styles file and what shapes the level (the style or mix, the speed)."""
+    styles = Path(str(package_data("voices_ja.npz")))
+    settings = {"family": "kokoro", "style": config.style, "speed": config.speed}
+    return loudness.record_path(store, graph_path(store), styles, settings)
+
+
 def blend_weights(style: str) -> dict[str, float]:
     """`jf_alpha(2)+jf_nezumi` → {jf_alpha: 2/3, jf_nezumi: 1/3}; unknown styles are named."""
     weights: dict[str, float] = {}
@@ -117,6 +127,9 @@ class KokoroVoice(Voice):
         self.vocab: dict[str, int] = json.loads(package_data("vocab.json").read_text("utf-8"))[
             "vocab"
         ]
+        self.loudness = None
+        if config.normalize:
+            self.loudness = loudness.read(loudness_record(store, config))
         self.stage = _shared_stage(backend, path)
         missing = {"tokens", "style", "speed"} - self.stage.input_names()
         if missing:
@@ -128,6 +141,8 @@ class KokoroVoice(Voice):
             "family": "kokoro",
             "graph": path.name,
             "config": config.model_dump(mode="json"),
+            # Measured loudness shapes the audio too: phrases cached before it are not reused.
+            "loudness": None if self.loudness is None else self.loudness.as_dict(),
         }
         self.info = VoiceInfo(
             name=name,
@@ -184,10 +199,15 @@ class KokoroVoice(Voice):
             speed /= options.length_scale
         phrases = self.phonemes(sentence)
         pause = np.zeros(round(PHRASE_PAUSE_S * SAMPLE_RATE), np.float32)
+        gain = self.loudness.gain(None) if self.loudness is not None else None
+        limiter = LookaheadLimiter(SAMPLE_RATE, loudness.CEILING) if gain is not None else None
         for number, phrase in enumerate(phrases):
             audio = self._speak(self._tokens(phrase), speed)
             last = number == len(phrases) - 1
-            yield AudioPiece(audio if last else np.concatenate([audio, pause]), last)
+            audio = audio if last else np.concatenate([audio, pause])
+            if limiter is not None:
+                audio = limiter.process(audio * np.float32(gain), last)
+            yield AudioPiece(audio, last)
 
     def _tokens(self, phonemes: str) -> list[int]:
         return [self.vocab[symbol] for symbol in phonemes if symbol in self.vocab]
