@@ -158,7 +158,8 @@ class Synthesizer:
             elif isinstance(item, Sound):
                 pieces = [AudioPiece(inline[item.name])]
             else:
-                pieces = self._utterance(item, options, rate)
+                opening = not any(not piece.silence for piece in rendered)
+                pieces = self._utterance(item, replace(options, opening=opening), rate)
             for piece in pieces:
                 rendered.append(piece)
                 yield replace(piece, samples=scaled(piece.samples))

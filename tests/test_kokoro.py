@@ -86,15 +86,32 @@ def test_a_long_sentence_comes_phrase_by_phrase_and_speed_changes_the_length(reg
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.text(alphabet="abɴʥ ", min_size=1, max_size=40), min_size=1, max_size=12))
-def test_phrases_hold_the_sentence_once_in_order(clauses):
+@given(
+    st.lists(st.text(alphabet="abɴʥ ", min_size=1, max_size=40), min_size=1, max_size=12),
+    st.sampled_from([kokoro.FIRST_PHRASE_SYMBOLS, kokoro.PHRASE_SYMBOLS]),
+)
+def test_phrases_hold_the_sentence_once_in_order(clauses, first):
     sentence = ", ".join(clause.strip() for clause in clauses if clause.strip())
-    phrases = kokoro.phrases_of(sentence)
+    phrases = kokoro.phrases_of(sentence, first)
     assert " ".join(phrases).split() == sentence.split()
     if len(phrases) > 1:
-        assert len(phrases[0]) >= kokoro.FIRST_PHRASE_SYMBOLS
+        assert len(phrases[0]) >= first
         assert all(len(phrase) >= kokoro.PHRASE_SYMBOLS for phrase in phrases[1:-1])
         assert len(phrases[-1]) >= kokoro.PHRASE_SYMBOLS // 2
+
+
+def test_only_the_sentence_that_opens_a_request_has_a_short_first_phrase(registry):
+    from daemon.settings import Settings
+    from daemon.synthesizer import Synthesizer
+
+    voice = registry.get(ALPHA)
+    sentence = "本日は、ご来店いただきまして、誠にありがとうございます。"
+    opening = voice.phonemes(sentence, opening=True)
+    assert len(opening) == 2 and len(opening[0]) < kokoro.PHRASE_SYMBOLS
+    assert voice.phonemes(sentence) == [" ".join(opening)]  # later sentences stay whole
+    synthesizer = Synthesizer(registry, Settings(parse_config({"voice": ALPHA, "voices": VOICES})))
+    pieces = list(synthesizer.synthesize(sentence + sentence, voice=ALPHA))
+    assert len([p for p in pieces if not p.silence]) == 3  # 2 phrases, then 1 sentence
 
 
 def test_announcement_numbers_are_read_as_written(registry):

