@@ -78,10 +78,18 @@ class VoiceInstalls:
         self.events.emit(EVENT, None, id=command.id, voice=command.name, state=state, **fields)
 
     def _install(self, command: VoiceInstallCommand) -> None:
+        from daemon.runtime.artifacts import default_store
+        from daemon.voices.bundled import install_bundled, is_bundled
         from daemon.voices.catalog import find, read_catalog
         from daemon.voices.install import Transfer, install
+        from daemon.voices.installed import voices_dir
 
         config = self.settings.config
+        if is_bundled(command.name):  # nothing to download: it comes with an extra
+            store = config.runtime.artifact_dir or default_store()
+            install_bundled(voices_dir(config.catalog.dir), command.name, store)
+            self._built(command, command.name, language="ja_JP", speakers=None)
+            return
         entry = find(read_catalog(config.catalog.url), command.name)
         told: dict[str, int] = {}
 
@@ -98,16 +106,15 @@ class VoiceInstalls:
                 )
 
         voice = install(config.catalog, entry, config.catalog.files_url, progress)
-        self._event(command, "building", message=f"artifacts and loudness of {voice.name}")
-        problem = build_missing_artifacts(config, self.gpu_in_play)
+        speakers = list(entry.speaker_id_map) or None
+        self._built(command, voice.name, language=entry.language.code, speakers=speakers)
+
+    def _built(self, command: VoiceInstallCommand, name: str, **described) -> None:
+        """Builds what the new voice needs, has the service take it, and says so."""
+        self._event(command, "building", message=f"artifacts and loudness of {name}")
+        problem = build_missing_artifacts(self.settings.config, self.gpu_in_play)
         self.on_change()
-        self._event(
-            command,
-            "installed",
-            language=entry.language.code,
-            speakers=list(entry.speaker_id_map) or None,
-            message=problem,
-        )
+        self._event(command, "installed", message=problem, **described)
 
     def _remove(self, command: VoiceInstallCommand) -> None:
         from daemon.errors import VoiceError

@@ -5,11 +5,10 @@ Each variant speaks its family's gate set (`GateSet`) with noise off (so fp32's 
 fixed reference) and must keep every utterance's length within 1 %, and, as the set asks, stay
 within a log-spectral distance of fp32, keep a wideband PESQ against it (the `pesq` package),
 and (when pocketsphinx is installed, for English) not raise the word error rate by more than
-0.05. Of the variants
-that pass, `precision: auto` takes the fastest, and a lower precision only when it is at least 10 %
-faster than fp32 on this box, timed side by side: the speed is measured here, not assumed (a
-variant that is no faster, like fp16 folded back to fp32 by the CPU optimiser, measured up to
-5 % either way).
+0.05. Of the variants that pass, `precision: auto` takes the fastest, and a lower precision only
+when it is at least 10 % faster than fp32 on this box, timed side by side: the speed is
+measured here, not assumed (a variant that is no faster, like fp16 folded back to fp32 by the
+CPU optimiser, measured up to 5 % either way).
 """
 
 from __future__ import annotations

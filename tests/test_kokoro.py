@@ -231,3 +231,32 @@ def test_every_voice_speaks_at_the_level_the_build_measured(built):
     for style in ("jf_alpha", "jm_kumo"):  # measured: each within 1.5 LU of the target
         assert abs(levels[style, True] - loudness.TARGET_LUFS) < 1.5
     assert abs(levels["jf_alpha(1)", True] - levels["jf_alpha(1)", False] - 6.0) < 0.7
+
+
+def test_the_five_voices_install_list_and_remove_like_catalogue_voices(tmp_path):
+    mirror = tmp_path / "mirror"
+    mirror.mkdir()
+    (mirror / "voices.json").write_text("{}")  # a catalogue with no Piper voice in it
+    config = tmp_path / "fastvoice.yaml"
+    store = {"artifact_dir": str(tmp_path / "store")}
+    config.write_text(json.dumps({"catalog": {"dir": str(tmp_path / "voices")}, "runtime": store}))
+    at = ("--config", str(config))
+
+    def catalogue() -> dict[str, bool]:
+        listed = run_cli("voices", "list", "--json", "--from", str(mirror), "--language", "ja", *at)
+        return {row["name"]: row["installed"] for row in json.loads(listed.stdout)}
+
+    def on_box() -> dict[str, str]:
+        listed = run_cli("voices", "--json", *at, timeout=300)
+        return {v["name"]: v["language"] for v in json.loads(listed.stdout)["voices"]}
+
+    nezumi = "ja_JP-kokoro-jf_nezumi"
+    assert catalogue() == {f"ja_JP-kokoro-{style}": False for style in kokoro.STYLES}
+    installed = run_cli("voices", "install", nezumi, "--no-build", *at, timeout=300)
+    assert installed.returncode == 0, installed.stderr.decode()
+    assert catalogue()[nezumi] and on_box()[nezumi] == "ja"
+    unknown = run_cli("voices", "install", "ja_JP-kokoro-jf_nobody", "--no-build", *at)
+    assert unknown.returncode != 0 and nezumi in unknown.stderr.decode()
+    removed = run_cli("voices", "remove", nezumi, *at)
+    assert removed.returncode == 0, removed.stderr.decode()
+    assert nezumi not in on_box() and not catalogue()[nezumi]

@@ -121,6 +121,17 @@ def test_mqtt_install_reports_progress_and_the_voice_speaks_everywhere(box, capt
     box.recorder.wait_for(lambda t, p: t == f"{box.base}/voice/state" and p == GERMAN.encode())
 
 
+def test_a_kokoro_voice_installs_over_mqtt_with_nothing_to_download(box):
+    name = "ja_JP-kokoro-jf_tebukuro"
+    box.recorder.publish("voices/install", json.dumps({"name": name, "id": "get-kokoro"}))
+    events = install_events(box, "get-kokoro")
+    assert [event["state"] for event in events] == ["building", "installed"], events
+    assert events[-1]["language"] == "ja_JP"
+    job = say(box, text="まもなく発車いたします。", voice=name)
+    assert box.recorder.event(job, "finished", timeout=120)["audio_s"] > 1.0
+    assert name in voice_select_options(box)
+
+
 def test_bad_install_requests_fail_with_a_reason_and_the_box_goes_on(box):
     box.recorder.publish("voices/install", json.dumps({"name": "xx_XX-nobody-low", "id": "nope"}))
     failed = install_events(box, "nope")[-1]

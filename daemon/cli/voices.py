@@ -125,15 +125,29 @@ def _installed(config) -> dict[str, Any]:
 
 def cmd_list(args: argparse.Namespace) -> int:
     from daemon.config import load_config
+    from daemon.voices.bundled import available
+    from daemon.voices.registry import voice_configs
 
     config = load_config(args.config)
     if args.installed:
         rows = _box_rows(config)
     else:
-        on_box = set(_installed(config)) | set(config.voices)
+        on_box = set(voice_configs(config))
         rows = [
             {**entry.summary(), "installed": name in on_box}
             for name, entry in sorted(_catalog(config, args.mirror)[0].items())
+        ]
+        rows += [
+            {
+                "name": name,
+                "language": "ja_JP",
+                "language_name": "Japanese",
+                "quality": "kokoro",
+                "speakers": 1,
+                "size_bytes": 0,  # installed with the extra
+                "installed": name in on_box,
+            }
+            for name in sorted(available())
         ]
     language = (args.language or "").replace("-", "_").lower()
     rows = [
@@ -168,7 +182,11 @@ def cmd_list(args: argparse.Namespace) -> int:
 def _box_rows(config) -> list[dict[str, Any]]:
     """The voices on this box, each loaded to tell whether it works: the installed ones (with
     their catalogue entries) and the configured ones (the embedded voice among them)."""
+    from daemon.voices.bundled import installed_bundled
+    from daemon.voices.installed import voices_dir
+
     installed = _installed(config)
+    bundled = installed_bundled(voices_dir(config.catalog.dir))
     registry, _ = setup(config)
     usable = set(registry.usable())
     rows = []
@@ -184,7 +202,7 @@ def _box_rows(config) -> list[dict[str, Any]]:
                 "quality": "",
                 "speakers": max(1, len(info.speakers)) if info else 0,
                 "size_bytes": 0,
-                "source": "config",
+                "source": "config" if name in config.voices or name not in bundled else "extra",
             }
         broken = registry.broken.get(name)
         rows.append({**row, "installed": True, "broken": broken.as_dict() if broken else None})
@@ -222,12 +240,22 @@ class _Bars:
 
 def cmd_install(args: argparse.Namespace) -> int:
     from daemon.config import load_config
+    from daemon.runtime.artifacts import default_store
+    from daemon.voices.bundled import install_bundled, is_bundled
     from daemon.voices.catalog import find
     from daemon.voices.install import install
+    from daemon.voices.installed import voices_dir
 
     config = load_config(args.config)
-    entries, base = _catalog(config, args.mirror)
-    wanted = [find(entries, name) for name in args.names]  # every name known before a download
+    root = voices_dir(config.catalog.dir)
+    for name in filter(is_bundled, args.names):  # nothing to download: they come with an extra
+        install_bundled(root, name, config.runtime.artifact_dir or default_store())
+        print(f"installed {name} (ja_JP), bundled with the kokoro extra")
+        if not args.no_build:
+            _build(config, name)
+    from_catalogue = [name for name in args.names if not is_bundled(name)]
+    entries, base = _catalog(config, args.mirror) if from_catalogue else ({}, "")
+    wanted = [find(entries, name) for name in from_catalogue]  # all known before a download
     for entry in wanted:
         bars = _Bars()
         try:
@@ -270,8 +298,8 @@ def cmd_remove(args: argparse.Namespace) -> int:
             raise VoiceError(
                 f"{name!r} is the default voice (`voice:` in the config); choose another first"
             )
-        voice = remove(config.catalog, name)
-        print(f"removed {voice.name} from {voice.folder}")
+        folder = remove(config.catalog, name)
+        print(f"removed {name} from {folder}")
     return 0
 
 

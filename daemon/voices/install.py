@@ -16,6 +16,8 @@ from pathlib import Path
 from daemon.config import CatalogConfig, VitsVoiceConfig
 from daemon.errors import VoiceError, VoiceInstallError
 from daemon.files import replaced_atomically
+from daemon.voices.bundled import FOLDER as BUNDLED
+from daemon.voices.bundled import installed_bundled, remove_bundled
 from daemon.voices.catalog import CatalogEntry, file_location
 from daemon.voices.download import DownloadError, fetch
 from daemon.voices.installed import (
@@ -124,12 +126,17 @@ def _drop_if_empty(folder: Path) -> None:
         folder.rmdir()
 
 
-def remove(catalog: CatalogConfig, name: str) -> InstalledVoice:
+def remove(catalog: CatalogConfig, name: str) -> Path:
+    """Removes an installed voice (a catalogue voice's folder, a bundled voice's record) and
+    says where it was."""
     root = voices_dir(catalog.dir)
     with _LOCK:
+        if remove_bundled(root, name):
+            return root / BUNDLED
         voice = installed(root).get(name)
         if voice is None:
-            known = ", ".join(sorted(installed(root))) or "none"
+            on_box = [*installed(root), *installed_bundled(root)]
+            known = ", ".join(sorted(on_box)) or "none"
             raise VoiceError(f"voice {name!r} is not installed (installed: {known})")
         trash = root / STAGING / f"{name}.removed"
         shutil.rmtree(trash, ignore_errors=True)
@@ -137,7 +144,7 @@ def remove(catalog: CatalogConfig, name: str) -> InstalledVoice:
         os.replace(voice.folder, trash)  # gone from the listing at once
         shutil.rmtree(trash, ignore_errors=True)
         write_index(root)
-    return voice
+    return voice.folder
 
 
 def _check_space(staging: Path, entry: CatalogEntry) -> None:

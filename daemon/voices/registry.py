@@ -21,6 +21,7 @@ from daemon.runtime.artifacts import default_store
 from daemon.runtime.base import Backend
 from daemon.text.script import Utterance
 from daemon.voices.base import Voice
+from daemon.voices.bundled import installed_bundled
 from daemon.voices.installed import installed, voices_dir
 
 log = logging.getLogger(__name__)
@@ -39,12 +40,14 @@ def voice_class(family: str) -> type[Voice]:
 
 
 def voice_configs(config: Config) -> dict[str, VoiceConfig]:
-    """Every voice the box can speak with: the installed ones, and the configured ones (which
-    win where a name is both)."""
+    """Every voice the box can speak with: the installed ones (from the catalogue or bundled
+    with an extra), and the configured ones (which win where a name is both)."""
+    root = voices_dir(config.catalog.dir)
     voices: dict[str, VoiceConfig] = {
         name: VitsVoiceConfig(model=voice.model, config=voice.config_file)
-        for name, voice in installed(voices_dir(config.catalog.dir)).items()
+        for name, voice in installed(root).items()
     }
+    voices.update(installed_bundled(root))
     voices.update(config.voices)
     return voices
 
@@ -52,15 +55,20 @@ def voice_configs(config: Config) -> dict[str, VoiceConfig]:
 TRIAL_SENTENCE = "Test."
 
 
-def trial(name: str, voice_config: VoiceConfig) -> None:
+def trial(name: str, voice_config: VoiceConfig, store: Path | None = None) -> None:
     """Loads a voice on a CPU session of its own and speaks a test sentence: VoiceError with
-    the reason when it cannot (a voice is installed only once this passed)."""
+    the reason when it cannot (a voice is installed only once this passed). A Kokoro voice
+    finds its graph in the artifact store `store` (default: the user's)."""
     from daemon.runtime.ort_cpu import OrtCpuBackend
     from daemon.voices.base import SpeechOptions
 
     try:
         family = voice_class(voice_config.family)
-        voice = family(name, voice_config, OrtCpuBackend(threads=1))
+        backend = OrtCpuBackend(threads=1)
+        if voice_config.family == "kokoro":
+            voice = family(name, voice_config, backend, store or default_store())
+        else:
+            voice = family(name, voice_config, backend)
         pieces = list(voice.synthesize_sentence(TRIAL_SENTENCE, SpeechOptions()))
     except Exception as error:  # whatever its files make a loader or a run raise
         raise VoiceError(f"voice {name!r} does not load: {error_text(error)}") from None
