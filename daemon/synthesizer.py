@@ -102,11 +102,15 @@ class Synthesizer:
         *,
         ssml: bool = False,
         chime: str | None = None,
+        streamed: bool = True,
     ) -> Iterator[AudioPiece]:
         """Yields pieces as they are made, `chime` (a sound's name) first. Bad text, voice or
-        sound raises before any audio."""
+        sound raises before any audio. `streamed`: someone waits for the first audio (a
+        speaker, a stream), so the opening sentence may start with a short phrase; a file
+        written whole waits only for the whole."""
+        options = replace(options or SpeechOptions(), opening=streamed)
         with self.voices.backend.request():
-            yield from self._synthesize(text, voice, options or SpeechOptions(), ssml, chime)
+            yield from self._synthesize(text, voice, options, ssml, chime)
 
     def _synthesize(
         self,
@@ -158,8 +162,10 @@ class Synthesizer:
             elif isinstance(item, Sound):
                 pieces = [AudioPiece(inline[item.name])]
             else:
-                opening = not any(not piece.silence for piece in rendered)
-                pieces = self._utterance(item, replace(options, opening=opening), rate)
+                heard = any(not piece.silence for piece in rendered)
+                pieces = self._utterance(
+                    item, replace(options, opening=options.opening and not heard), rate
+                )
             for piece in pieces:
                 rendered.append(piece)
                 yield replace(piece, samples=scaled(piece.samples))

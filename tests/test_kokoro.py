@@ -100,7 +100,7 @@ def test_phrases_hold_the_sentence_once_in_order(clauses, first):
         assert len(phrases[-1]) >= kokoro.PHRASE_SYMBOLS // 2
 
 
-def test_only_the_sentence_that_opens_a_request_has_a_short_first_phrase(registry):
+def test_only_the_sentence_that_opens_a_streamed_request_has_a_short_first_phrase(registry):
     from daemon.settings import Settings
     from daemon.synthesizer import Synthesizer
 
@@ -112,6 +112,8 @@ def test_only_the_sentence_that_opens_a_request_has_a_short_first_phrase(registr
     synthesizer = Synthesizer(registry, Settings(parse_config({"voice": ALPHA, "voices": VOICES})))
     pieces = list(synthesizer.synthesize(sentence + sentence, voice=ALPHA))
     assert len([p for p in pieces if not p.silence]) == 3  # 2 phrases, then 1 sentence
+    whole = list(synthesizer.synthesize(sentence + sentence, voice=ALPHA, streamed=False))
+    assert len([p for p in whole if not p.silence]) == 2  # a file waits only for the whole
 
 
 def test_announcement_numbers_are_read_as_written(registry):

@@ -113,7 +113,8 @@ def _say_here(args: argparse.Namespace, text: str) -> int:
                 "from its encoder artifact (run `fastvoice build`)"
             )
     synthesizer = Synthesizer(registry, Settings(config), cache)
-    chunks = synthesizer.synthesize(text, voice.info.name, options, chime=chime)
+    streamed = player is not None or args.raw  # a WAV file is written whole
+    chunks = synthesizer.synthesize(text, voice.info.name, options, chime=chime, streamed=streamed)
     first = next(chunks)
     clock = synthesizer.word_clock(rate, args.sentence_pause)
     pieces = clock.follow(itertools.chain([first], chunks))

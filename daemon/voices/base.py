@@ -23,8 +23,8 @@ class SpeechOptions:
     noise_w: float | None = None
     volume: float = 1.0
     rate: float = 1.0  # SSML's speaking rate: 2 is twice as fast
-    # Nothing of the request has been heard yet: a listener waits for this sentence's first
-    # audio (a voice may then cut its first phrase short, at some cost to the whole).
+    # Nothing of a streamed request has been made yet: a listener waits for this sentence's
+    # first audio (a voice may then cut its first phrase short, at some cost to the whole).
     opening: bool = False
 
 
