@@ -79,9 +79,9 @@ class VoiceInstalls:
 
     def _install(self, command: VoiceInstallCommand) -> None:
         from daemon.runtime.artifacts import default_store
-        from daemon.voices.bundled import install_bundled, is_bundled
+        from daemon.voices.bundled import is_bundled
         from daemon.voices.catalog import find, read_catalog
-        from daemon.voices.install import Transfer, install
+        from daemon.voices.install import Transfer, install, install_bundled
         from daemon.voices.installed import voices_dir
 
         config = self.settings.config

@@ -6,7 +6,9 @@ voice's loudness (its style or mix at its speed), so that every voice speaks at 
 
 For Kokoro, `fp32` names the graph as published (its own dynamic int8): the exact mode, the
 reference the gate compares with. It has no fp16 variant on a CPU (no fp16 kernels for its
-convolutions) and its GPU engine is not built yet."""
+convolutions). On a GPU box: its fp32 rewrite (edge_build.kokoro_precision) and fp16 copy for
+ONNX Runtime's GPU providers, and its TensorRT engine (written and checked against NVIDIA's
+bindings; not yet run on a GPU)."""
 
 from __future__ import annotations
 
@@ -18,12 +20,13 @@ from typing import TYPE_CHECKING
 
 from daemon.config import KokoroVoiceConfig
 from daemon.errors import BackendError
+from daemon.parts import WHOLE
 from daemon.runtime.artifacts import Artifact
 from daemon.runtime.ort_cpu import OrtCpuBackend
 from daemon.voices import loudness
 from daemon.voices.kokoro import STAGE, KokoroVoice, graph_path, loudness_record
 from edge_build.artifact_writer import BuildResult
-from edge_build.kokoro_precision import make_static_int8
+from edge_build.kokoro_precision import fp32_rewrite, make_static_int8
 from edge_build.loudness import measure_into
 from edge_build.ort_optimize import build_ort_artifact, write_precision_choice
 from edge_build.quality_gate import GateSet, evaluate, no_transcriber
@@ -143,7 +146,21 @@ class KokoroBuilder:
         )
 
     def build_gpu(self, steps: GpuSteps) -> list[BuildResult]:
-        return []
+        """The graph for the GPU runtimes, shared by every Kokoro voice: its fp32 rewrite and
+        an fp16 copy (the overflow-prone ops kept in fp32) for ONNX Runtime's GPU providers,
+        and the TensorRT engine built from them."""
+        graph = graph_path(self.store)
+        where = {"voice": self.name, "stage": STAGE, "source": graph, "part": WHOLE}
+        with tempfile.TemporaryDirectory(dir=self.store) as temp:
+            fp32 = fp32_rewrite(graph, Path(temp) / "kokoro-fp32.onnx")
+            results, fp16 = [], None
+            for precision in ("fp32", "fp16"):
+                result, artifact = steps.onnx_part(**where, graph=fp32, precision=precision)
+                results.append(result)
+                fp16 = artifact.model if precision == "fp16" else fp16
+            if steps.engines:
+                results.append(steps.engine(**where, graph=fp32, fp16=fp16))
+        return results
 
     def missing(self, precision: str) -> list[str]:
         graph = graph_path(self.store)

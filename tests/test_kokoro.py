@@ -20,6 +20,7 @@ from daemon.voices import kokoro, loudness
 from daemon.voices.base import SpeechOptions
 from daemon.voices.registry import VoiceRegistry
 from edge_build.kokoro_builder import GATE, KokoroBuilder
+from edge_build.quality_gate import wideband_pesq
 from tests.conftest import run_cli
 from tests.daemon_helpers import Daemon, say
 
@@ -262,3 +263,42 @@ def test_the_five_voices_install_list_and_remove_like_catalogue_voices(tmp_path)
     removed = run_cli("voices", "remove", nezumi, *at)
     assert removed.returncode == 0, removed.stderr.decode()
     assert nezumi not in on_box() and not catalogue()[nezumi]
+
+
+def test_a_gpu_box_gets_the_fp32_rewrite_its_fp16_copy_and_an_engine(tmp_path, registry):
+    """The GPU build on the real graph; only the GPU is a double (tests/gpu_doubles.py)."""
+    import onnx
+    import onnxruntime as ort
+
+    from edge_build.build import build_gpu_voices
+    from edge_build.kokoro_precision import INT8_OPS
+    from tests.gpu_doubles import FakeEngineBuilder, fake_gpu_stack
+
+    document = {"voice": ALPHA, "voices": {ALPHA: VOICES[ALPHA]}}
+    config = parse_config({**document, "runtime": {"precision": "fp32"}})
+    engines = FakeEngineBuilder()
+    built = build_gpu_voices(config, tmp_path, fake_gpu_stack(), engine_builder=engines)
+    results = {result.stage: result for result in built if result.voice == ALPHA}
+    assert {results[s].status for s in ("kokoro/onnx", "kokoro/onnx@fp16", "kokoro/trt@fp16")} == {
+        "built"
+    }
+    graphs = {
+        precision: results[f"kokoro/onnx{suffix}"].directory / "model.onnx"
+        for precision, suffix in (("fp32", ""), ("fp16", "@fp16"))
+    }
+    for graph in graphs.values():  # nothing a GPU has no kernel for
+        ops = {node.op_type for node in onnx.load(str(graph), load_external_data=False).graph.node}
+        assert not ops & set(INT8_OPS)
+    request = engines.requests[-1]
+    assert request.onnx_fp16 is not None and request.label == "kokoro"
+    tokens = request.profiles[0].inputs[0]
+    assert tokens.name == "tokens" and tokens.max == (1, 510)
+    # The rewrite says what the published graph says (its text side in fp32 moves a few
+    # durations): run here on the CPU provider.
+    voice = registry.get(ALPHA)
+    feeds = voice.graph_feeds(voice._tokens(" ".join(voice.phonemes(CLOSING[:40]))), 1.0)[0]
+    published = voice.stage.run(feeds)[0].reshape(-1)
+    session = ort.InferenceSession(str(graphs["fp32"]), providers=["CPUExecutionProvider"])
+    rewritten = session.run(None, feeds)[0].reshape(-1)
+    assert abs(len(rewritten) - len(published)) <= 0.05 * len(published)
+    assert wideband_pesq(published, rewritten, kokoro.SAMPLE_RATE) > 2.5

@@ -7,6 +7,8 @@ system, then answers JSON requests on stdin with JSON lines on stdout:
   {"op": "concurrency", "clients": N, "seconds": S} → {"rate", "realtime"}
   {"op": "wer", "texts": [...]}                     → {"wer"} (null without pocketsphinx)
   {"op": "cache_hit", "text": T, "runs": N}         → {"firsts"} (fastvoice only)
+  {"op": "whole", "text": T}                       → as "timed", the request wanted whole
+      (fastvoice only; the peers' requests are whole anyway)
   {"op": "kana_cer", "texts": [...], "model_dir": D} → {"cer"}: whisper-base (faster-whisper,
       CTranslate2 weights in D) on Japanese speech, compared as katakana readings
 
@@ -151,6 +153,11 @@ def fastvoice_stream(config_document: dict) -> tuple[Stream, dict[str, Callable]
         "text": lambda request: {
             "seconds": text_seconds(synthesizer, request["texts"], request["runs"])
         },
+        # A request wanted whole (a file, an HTTP body): no short opening phrase.
+        "whole": lambda request: timed(
+            lambda t: (c.samples for c in synthesizer.synthesize(t, streamed=False)),
+            request["text"],
+        ),
     }
     return (lambda text: (c.samples for c in synthesizer.synthesize(text))), extras
 

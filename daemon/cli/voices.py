@@ -241,9 +241,9 @@ class _Bars:
 def cmd_install(args: argparse.Namespace) -> int:
     from daemon.config import load_config
     from daemon.runtime.artifacts import default_store
-    from daemon.voices.bundled import install_bundled, is_bundled
+    from daemon.voices.bundled import is_bundled
     from daemon.voices.catalog import find
-    from daemon.voices.install import install
+    from daemon.voices.install import install, install_bundled
     from daemon.voices.installed import voices_dir
 
     config = load_config(args.config)

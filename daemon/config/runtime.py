@@ -60,12 +60,14 @@ def _default_profiles() -> dict[str, DimRange]:
     # decoder reads latent frames (86 per second of audio; streaming windows are at most
     # 1024 + 2 x 16 context frames). A CosyVoice 2 estimator and vocoder read mel frames (50 per
     # second: 1500 is 30 s, where an estimator context already takes about 2 GB) and HiFT's source
-    # 480 samples per frame.
+    # 480 samples per frame. A Kokoro graph reads tokens (a phrase's phonemes and two pads, at
+    # most 510).
     return {
         "phonemes": DimRange(min=1, opt=128, max=1024),
         "frames": DimRange(min=1, opt=256, max=1056),
         "mel_frames": DimRange(min=4, opt=500, max=1500),
         "samples": DimRange(min=1920, opt=240_000, max=720_000),
+        "sequence_length": DimRange(min=3, opt=64, max=510),
     }
 
 

