@@ -118,7 +118,11 @@ def test_only_the_sentence_that_opens_a_streamed_request_has_a_short_first_phras
 
 
 def test_announcement_numbers_are_read_as_written(registry):
+    from daemon.text.normalize import normalize
+
     voice = registry.get(ALPHA)
+    for written, said in (("14:30発", "14時30分発"), ("2026/12/24", "2026年12月24日")):
+        assert voice.phonemes(normalize(written, "ja")) == voice.phonemes(said)
     assert voice.phonemes("料金は1,500円です。") == voice.phonemes("料金は1500円です。")
     assert "iʨi," not in " ".join(voice.phonemes("料金は1,500円です。"))
 

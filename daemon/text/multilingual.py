@@ -10,7 +10,7 @@ import datetime
 import re
 from functools import cache
 
-from daemon.text import numbers
+from daemon.text import japanese, numbers
 
 _SYMBOLS = {"€": "EUR", "$": "USD", "£": "GBP", "¥": "JPY", "₽": "RUB", "zł": "PLN", "kr": "SEK"}
 _CODES = ("EUR", "USD", "GBP", "JPY", "CHF", "RUB", "PLN", "SEK", "NOK", "DKK", "CZK", "BRL")
@@ -181,6 +181,8 @@ def _numeric_date(match: re.Match[str], text: str, language: str) -> str:
 
 
 def normalize(text: str, language: str) -> str:
+    if language.split("_")[0] == "ja":  # its reader has its own numbers and counters
+        return japanese.normalize(text)
     text = _ISO_DATE.sub(lambda match: _date(match, language), text)
     if not numbers.supported(language):
         return text
