@@ -23,6 +23,7 @@ from daemon.errors import BackendError
 from daemon.parts import WHOLE
 from daemon.runtime.artifacts import Artifact
 from daemon.runtime.ort_cpu import OrtCpuBackend
+from daemon.runtime.ort_gpu import find_part
 from daemon.voices import loudness
 from daemon.voices.kokoro import STAGE, KokoroVoice, graph_path, loudness_record
 from edge_build.artifact_writer import BuildResult
@@ -151,8 +152,14 @@ class KokoroBuilder:
         and the TensorRT engine built from them."""
         graph = graph_path(self.store)
         where = {"voice": self.name, "stage": STAGE, "source": graph, "part": WHOLE}
+        built = find_part(self.store, graph, WHOLE, "fp32")[0]
+        intact = built is not None and not (steps.verify and built.verify(sha256=True))
         with tempfile.TemporaryDirectory(dir=self.store) as temp:
-            fp32 = fp32_rewrite(graph, Path(temp) / "kokoro-fp32.onnx")
+            # The rewrite (330 MB) is made once per box, not once per voice and build.
+            if intact and not steps.force:
+                fp32 = built.model
+            else:
+                fp32 = fp32_rewrite(graph, Path(temp) / "kokoro-fp32.onnx")
             results, fp16 = [], None
             for precision in ("fp32", "fp16"):
                 result, artifact = steps.onnx_part(**where, graph=fp32, precision=precision)

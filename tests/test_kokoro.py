@@ -293,6 +293,8 @@ def test_a_gpu_box_gets_the_fp32_rewrite_its_fp16_copy_and_an_engine(tmp_path, r
     for graph in graphs.values():  # nothing a GPU has no kernel for
         ops = {node.op_type for node in onnx.load(str(graph), load_external_data=False).graph.node}
         assert not ops & set(INT8_OPS)
+    again = build_gpu_voices(config, tmp_path, fake_gpu_stack(), engine_builder=engines)
+    assert {result.status for result in again if result.voice == ALPHA} == {"up to date"}
     request = engines.requests[-1]
     assert request.onnx_fp16 is not None and request.label == "kokoro"
     tokens = request.profiles[0].inputs[0]

@@ -119,7 +119,7 @@ def test_session_is_tuned_as_the_brief_asks():
     options = OrtCpuBackend(threads=3).session_options()
     assert options.graph_optimization_level == ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     assert options.execution_mode == ort.ExecutionMode.ORT_SEQUENTIAL
-    assert not options.enable_mem_pattern  # the arena's chunks reused: a lower peak RSS
+    assert options.enable_mem_pattern
     assert options.intra_op_num_threads == 3
 
 
