@@ -66,14 +66,19 @@ class WordClock:
             yield piece
 
 
+# Kana and CJK ideographs: text written without spaces between its words.
+_UNSPACED = re.compile(r"[\u3040-\u30ff\u3400-\u9fff]")
+
+
 def _key(word: str) -> str:
     return re.sub(r"[^\w]", "", word.casefold())
 
 
 def cues(written: str | None, said: Sequence[WordTiming]) -> list[Cue]:
     """One cue per written word (or per group of written words read as other words); the
-    words as said where the written text is not known (SSML)."""
-    if written is None:
+    words as said where the written text is not known (SSML) or does not space its words
+    (Japanese: the voice's words are the written ones)."""
+    if written is None or _UNSPACED.search(written):
         return [Cue(w.start_s, w.end_s, w.word) for w in said]
     tokens = written.split()
     matcher = difflib.SequenceMatcher(

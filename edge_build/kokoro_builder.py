@@ -25,9 +25,9 @@ from daemon.runtime.artifacts import Artifact
 from daemon.runtime.ort_cpu import OrtCpuBackend
 from daemon.runtime.ort_gpu import find_part
 from daemon.voices import loudness
-from daemon.voices.kokoro import STAGE, KokoroVoice, graph_path, loudness_record
+from daemon.voices.kokoro import DURATIONS, STAGE, KokoroVoice, graph_path, loudness_record
 from edge_build.artifact_writer import BuildResult
-from edge_build.kokoro_precision import fp32_rewrite, make_static_int8
+from edge_build.kokoro_precision import fp32_rewrite, make_static_int8, timed_copy
 from edge_build.loudness import measure_into
 from edge_build.ort_optimize import build_ort_artifact, write_precision_choice
 from edge_build.quality_gate import GateSet, evaluate, no_transcriber
@@ -78,6 +78,8 @@ class KokoroBuilder:
             started = time.perf_counter()
             found = backend.find_artifact(graph, precision=variant)[0]
             problems = found.verify(sha256=True) if found is not None and verify else []
+            if found is not None and not _gives_durations(found):
+                problems.append("built before it gave the words' durations")
             if found is None or force or problems:
                 progress(f"{STAGE}: the {variant} graph for this CPU (for {self.name})")
                 found = self._build(graph, variant)
@@ -107,9 +109,10 @@ class KokoroBuilder:
         return measure_into(self.name, f"{self.name}/{STAGE}", path, raw, force, progress)
 
     def _build(self, graph: Path, variant: str) -> Artifact:
-        if variant == "fp32":
-            return build_ort_artifact(graph, self.store, STAGE)
         with tempfile.TemporaryDirectory(dir=self.store) as temp:
+            if variant == "fp32":
+                timed = timed_copy(graph, Path(temp) / "timed.onnx")
+                return build_ort_artifact(graph, self.store, STAGE, graph=timed)
             made = make_static_int8(graph, Path(temp) / "int8.onnx", self._calibration())
             return build_ort_artifact(graph, self.store, STAGE, graph=made, precision=variant)
 
@@ -183,6 +186,14 @@ class KokoroBuilder:
         if self.config.normalize and loudness.read(record) is None:
             missing.append(f"{self.name}/{STAGE}/loudness")
         return missing
+
+
+def _gives_durations(artifact: Artifact) -> bool:
+    """Whether a built graph has the `durations` output (graphs built before it had none)."""
+    import onnx
+
+    model = onnx.load(str(artifact.model), load_external_data=False)
+    return any(output.name == DURATIONS for output in model.graph.output)
 
 
 def _variants(precision: str) -> tuple[str, ...]:

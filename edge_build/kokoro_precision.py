@@ -13,6 +13,9 @@ How: each chosen ConvInteger (with its DynamicQuantizeLinear, bias and rescale) 
 into an fp32 Conv with the same weights, then ONNX Runtime's static quantizer puts
 QuantizeLinear/DequantizeLinear pairs around those Convs (which its optimiser turns into
 QLinearConv at load).
+
+Every variant the box builds also gives the text side's durations (frames per token) as a
+second output, `durations`: what the voice times its words by.
 """
 
 from __future__ import annotations
@@ -26,9 +29,12 @@ from pathlib import Path
 import numpy as np
 
 from daemon.errors import BackendError
+from daemon.voices.kokoro import DURATIONS
 
 DECODER = "/decoder/"
 WEIGHTS = "weights.bin"
+# The predicted frames per token, rounded and clipped, as the published graph names them.
+PREDICTED_FRAMES = "/encoder/Clip_output_0"
 
 
 def takes_static_int8(node_name: str) -> bool:
@@ -114,6 +120,27 @@ def folded_to_fp32(model, chosen: Callable[[str], bool]):
     return model
 
 
+def with_durations(model):
+    """`model` with the predicted frames per token as a second output, `durations`."""
+    from onnx import TensorProto, helper
+
+    if not any(PREDICTED_FRAMES in node.output for node in model.graph.node):
+        raise BackendError(f"the Kokoro graph has no {PREDICTED_FRAMES} to time words by")
+    model.graph.node.append(
+        helper.make_node("Identity", [PREDICTED_FRAMES], [DURATIONS], name="durations_out")
+    )
+    model.graph.output.append(helper.make_tensor_value_info(DURATIONS, TensorProto.FLOAT, None))
+    return model
+
+
+def timed_copy(graph: Path, out: Path) -> Path:
+    """Writes the published graph with its `durations` output (weights as published)."""
+    import onnx
+
+    onnx.save(with_durations(onnx.load(str(graph))), str(out))
+    return out
+
+
 INT8_OPS = ("ConvInteger", "MatMulInteger", "DynamicQuantizeLinear", "DynamicQuantizeLSTM")
 
 
@@ -166,7 +193,7 @@ def make_static_int8(graph: Path, out: Path, calibration: Iterable[dict[str, np.
     try:
         with tempfile.TemporaryDirectory(dir=out.parent) as temp:
             folded_path = Path(temp) / "folded.onnx"
-            folded = folded_to_fp32(onnx.load(str(graph)), takes_static_int8)
+            folded = with_durations(folded_to_fp32(onnx.load(str(graph)), takes_static_int8))
             onnx.save(folded, str(folded_path), save_as_external_data=True, location=WEIGHTS)
             chosen = [
                 node.name

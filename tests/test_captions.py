@@ -60,10 +60,12 @@ def read_wav(path) -> np.ndarray:
         return np.frombuffer(wav.readframes(wav.getnframes()), np.int16) / 32768.0
 
 
-def voiced_segments(audio: np.ndarray, gap_s: float = 0.12) -> list[tuple[float, float]]:
+def voiced_segments(
+    audio: np.ndarray, gap_s: float = 0.12, rate: int = RATE
+) -> list[tuple[float, float]]:
     """Stretches of sound (10 ms frames within 35 dB of the loudest) with silences of at least
     `gap_s` between them."""
-    frame = RATE // 100
+    frame = rate // 100
     frames = audio[: len(audio) // frame * frame].reshape(-1, frame)
     level = 20 * np.log10(np.sqrt(np.mean(frames**2, axis=1)) + 1e-9)
     voiced = level > level.max() - 35

