@@ -29,8 +29,9 @@ from daemon.voices.kokoro import DURATIONS, STAGE, KokoroVoice, graph_path, loud
 from edge_build.artifact_writer import BuildResult
 from edge_build.kokoro_precision import fp32_rewrite, make_static_int8, timed_copy
 from edge_build.loudness import measure_into
-from edge_build.ort_optimize import build_ort_artifact, write_precision_choice
-from edge_build.quality_gate import GateSet, evaluate, no_transcriber
+from edge_build.ort_optimize import build_ort_artifact
+from edge_build.precision_choice import settle_precision
+from edge_build.quality_gate import GateSet, no_transcriber
 
 if TYPE_CHECKING:
     from edge_build.gpu_steps import GpuSteps
@@ -127,26 +128,13 @@ class KokoroBuilder:
 
     def choose_precision(self, graph: Path, again: bool) -> BuildResult:
         """Runs the quality gate (once per box and graph) and records what `auto` loads."""
-        started = time.perf_counter()
-        choice = OrtCpuBackend(artifact_store=self.store).precision_choice(graph)[0]
-        if choice is None or again:
 
-            def load(precision: str) -> KokoroVoice:
-                backend = OrtCpuBackend(artifact_store=self.store, precision=precision)
-                return KokoroVoice(self.name, self.config, backend, self.store)
+        def load(precision: str) -> KokoroVoice:
+            backend = OrtCpuBackend(artifact_store=self.store, precision=precision)
+            return KokoroVoice(self.name, self.config, backend, self.store)
 
-            chosen, reason, verdicts = evaluate(load, VARIANTS, GATE)
-            verdict = {
-                "chosen": chosen,
-                "reason": reason,
-                "verdicts": [v.as_dict() for v in verdicts],
-            }
-            choice = write_precision_choice(graph, self.store, STAGE, verdict)
-            status = reason
-        else:
-            status = f"up to date: {choice.manifest['reason']}"
-        return BuildResult(
-            self.name, f"{STAGE}/precision", status, choice.directory, time.perf_counter() - started
+        return settle_precision(
+            self.name, STAGE, graph, self.store, load, VARIANTS, again=again, gate=GATE
         )
 
     def build_gpu(self, steps: GpuSteps) -> list[BuildResult]:

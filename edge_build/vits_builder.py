@@ -22,9 +22,9 @@ from daemon.voices import loudness
 from daemon.voices.vits import VitsVoice, voice_files
 from edge_build.artifact_writer import BuildResult
 from edge_build.loudness import build_loudness, record_for
-from edge_build.ort_optimize import build_ort_artifact, write_precision_choice
+from edge_build.ort_optimize import build_ort_artifact
 from edge_build.precision import VARIANTS, make_variant
-from edge_build.quality_gate import evaluate
+from edge_build.precision_choice import settle_precision
 from edge_build.vits_split import PARTS, split_graphs
 
 if TYPE_CHECKING:  # made by edge_build.build on a box with a GPU
@@ -123,27 +123,13 @@ class VitsBuilder:
 
     def choose_precision(self, again: bool) -> BuildResult:
         """Runs the quality gate (once per box and model) and records what `auto` loads."""
-        started = time.perf_counter()
-        choice = OrtCpuBackend(artifact_store=self.store).precision_choice(self.model)[0]
-        if choice is None or again:
 
-            def load(precision: str) -> VitsVoice:
-                backend = OrtCpuBackend(artifact_store=self.store, precision=precision)
-                return VitsVoice(self.name, self.config, backend)
+        def load(precision: str) -> VitsVoice:
+            backend = OrtCpuBackend(artifact_store=self.store, precision=precision)
+            return VitsVoice(self.name, self.config, backend)
 
-            chosen, reason, verdicts = evaluate(load, VARIANTS)
-            verdict = {
-                "chosen": chosen,
-                "reason": reason,
-                "verdicts": [v.as_dict() for v in verdicts],
-            }
-            choice = write_precision_choice(self.model, self.store, self.stage, verdict)
-            status = reason
-        else:
-            status = f"up to date: {choice.manifest['reason']}"
-        label = f"{self.stage}/precision"
-        return BuildResult(
-            self.name, label, status, choice.directory, time.perf_counter() - started
+        return settle_precision(
+            self.name, self.stage, self.model, self.store, load, VARIANTS, again=again
         )
 
 

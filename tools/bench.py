@@ -488,6 +488,12 @@ def kokoro_rows(
                     value = result["first"] if system == "fastvoice" else result["total"]
                     row = f"Kokoro, {label}: first audio vs the stock whole (s)"
                     table.add(row, system, value, KOKORO_STOCK, "<= 0.35x")
+                    # What a listener of a streamed request hears: when the speech ends, and
+                    # how long playback would have waited for audio on the way.
+                    row = f"Kokoro, {label}: end of speech, played as it comes (s)"
+                    table.add(row, system, result["speech_end"], KOKORO_STOCK, "<= 0.85x")
+                    row = f"Kokoro, {label}: playback waiting inside the speech (s)"
+                    table.add(row, system, result["waited"], KOKORO_STOCK, "0")
         for system, worker in workers.items():
             row = "Kokoro, peak RSS of the process after these requests (MB)"
             table.add(row, system, worker.ask(op="peak_rss")["mb"], KOKORO_STOCK, "<= 1.0x")

@@ -3,7 +3,8 @@
 ONNX Runtime sessions in one process slow each other (a pool that spins after its run takes a
 core from the next), so fastvoice and stock Piper never share a process. The worker loads its
 system, then answers JSON requests on stdin with JSON lines on stdout:
-  {"op": "timed", "text": T}                       → {"first", "total", "audio_s"}
+  {"op": "timed", "text": T}                       → {"first", "total", "audio_s", "speech_end",
+                                                       "waited"}
   {"op": "concurrency", "clients": N, "seconds": S} → {"rate", "realtime"}
   {"op": "wer", "texts": [...]}                     → {"wer"} (null without pocketsphinx)
   {"op": "cache_hit", "text": T, "runs": N}         → {"firsts"} (fastvoice only)
@@ -39,16 +40,25 @@ Stream = Callable[[str], Iterator[np.ndarray]]
 
 
 def timed(stream: Stream, text: str, rate: int = RATE) -> dict[str, float]:
-    """Time to first audio, total time and audio seconds of one request."""
+    """Time to first audio, total time and audio seconds of one request; and, were it played
+    as it came (from its first piece on, each piece once the one before it has played and it
+    is there), when its last sample is heard and how long playback waited for pieces."""
     started = time.perf_counter()
     first, samples = None, 0
+    heard_until, waited = 0.0, 0.0
     for audio in stream(text):
-        first = first or time.perf_counter() - started
+        now = time.perf_counter() - started
+        first = first or now
+        starts = max(now, heard_until or now)
+        waited += starts - (heard_until or now)
+        heard_until = starts + len(audio) / rate
         samples += len(audio)
     return {
         "first": first or 0.0,
         "total": time.perf_counter() - started,
         "audio_s": samples / rate,
+        "speech_end": heard_until,
+        "waited": waited,
     }
 
 
@@ -168,7 +178,9 @@ def fastvoice_stream(config_document: dict) -> tuple[Stream, dict[str, Callable]
             request["text"],
         ),
     }
-    return (lambda text: (c.samples for c in synthesizer.synthesize(text))), extras
+    rate = synthesizer.voices.get(None).info.sample_rate
+    # As every interface plays or sends it: sentence pauses in, edges faded.
+    return (lambda text: synthesizer.joined(synthesizer.synthesize(text), rate)), extras
 
 
 def kokoro_stock_stream() -> Stream:

@@ -99,12 +99,13 @@ def graph_path(store: Path) -> Path:
     return path
 
 
-def loudness_record(store: Path, config: KokoroVoiceConfig) -> Path:
-    """Where `fastvoice build` keeps a Kokoro voice's measured loudness: keyed by the graph,
-    the styles file and what shapes the level (the style or mix, the speed)."""
+def loudness_record(store: Path, config: KokoroVoiceConfig, graph: Path | None = None) -> Path:
+    """Where `fastvoice build` keeps a Kokoro voice's measured loudness: keyed by the graph
+    (`graph_path(store)` unless given), the styles file and what shapes the level (the style
+    or mix, the speed)."""
     styles = Path(str(package_data("voices_ja.npz")))
     settings = {"family": "kokoro", "style": config.style, "speed": config.speed}
-    return loudness.record_path(store, graph_path(store), styles, settings)
+    return loudness.record_path(store, graph or graph_path(store), styles, settings)
 
 
 def blend_weights(style: str) -> dict[str, float]:
@@ -137,7 +138,7 @@ class KokoroVoice(Voice):
         ]
         self.loudness = None
         if config.normalize:
-            self.loudness = loudness.read(loudness_record(store, config))
+            self.loudness = loudness.read(loudness_record(store, config, path))
         self.stage = _shared_stage(backend, path)
         missing = {"tokens", "style", "speed"} - self.stage.input_names()
         if missing:
