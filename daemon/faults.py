@@ -11,6 +11,7 @@ import functools
 import logging
 import os
 import threading
+from collections.abc import Callable
 
 log = logging.getLogger(__name__)
 
@@ -29,8 +30,16 @@ def armed() -> dict[str, str]:
     return faults
 
 
-def hang_if_marked(sentence: str) -> None:
+def sentence_hook() -> Callable[[str], None] | None:
+    """What the synthesizer calls with each sentence's words where a fault is armed; None (no
+    call at all) on a box in service."""
     marker = armed().get("hang-synthesis")
-    if marker and marker in sentence:
-        log.warning("fault injection: synthesis hangs on %r", sentence[:60])
-        threading.Event().wait()
+    if not marker:
+        return None
+
+    def hang_if_marked(sentence: str) -> None:
+        if marker in sentence:
+            log.warning("fault injection: synthesis hangs on %r", sentence[:60])
+            threading.Event().wait()
+
+    return hang_if_marked

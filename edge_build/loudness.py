@@ -11,8 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
+from daemon.box.files import replaced_atomically
 from daemon.config import VitsVoiceConfig
-from daemon.files import replaced_atomically
 from daemon.runtime.ort_cpu import OrtCpuBackend
 from daemon.voices import loudness
 from daemon.voices.base import SpeechOptions, Voice

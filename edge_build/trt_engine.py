@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from daemon.box.files import replaced_atomically
 from daemon.errors import BackendError
-from daemon.files import replaced_atomically
 from daemon.runtime.profiles import Profile
 
 log = logging.getLogger(__name__)

@@ -19,8 +19,8 @@ import pytest
 
 from daemon.config import Config, parse_config
 from daemon.runtime.ort_cpu import OrtCpuBackend
-from daemon.settings import Settings
-from daemon.synthesizer import Synthesizer
+from daemon.service.settings import Settings
+from daemon.speech.synthesizer import Synthesizer
 from daemon.voices.registry import VoiceRegistry
 from tests.mqtt_helpers import Broker
 from tests.voice_catalog import CatalogServer, make_mirror, multi_speaker_graph

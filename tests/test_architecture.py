@@ -75,3 +75,23 @@ def test_no_module_imports_itself_back():
     graph = import_graph()
     assert len(graph) > 100
     assert circles(graph) == []
+
+
+# The modules left at the top of daemon/, each a leaf that every floor may import.
+TOP_LEVEL = {
+    "__init__": "the version",
+    "__main__": "`python -m daemon`",
+    "errors": "errors a user can act on, raised everywhere",
+    "events": "the job events, read by the light `say` client too (stdlib only)",
+    "faults": "fault injection for the fault tests",
+    "parts": "how a model stage's parts are named (backends, voices, edge_build)",
+    "validation": "pydantic errors as key paths (config and payloads)",
+    "local_socket": "the local socket's protocol and client (the CLI and the service)",
+}
+
+
+def test_the_runtime_lives_in_subpackages_named_for_what_is_in_them():
+    top = {path.stem for path in (REPO / "daemon").glob("*.py")}
+    assert top <= set(TOP_LEVEL), sorted(top - set(TOP_LEVEL))
+    packages = {path.parent.name for path in (REPO / "daemon").glob("*/__init__.py")}
+    assert {"service", "mqtt", "speech", "box", "adapters", "voices", "runtime"} <= packages

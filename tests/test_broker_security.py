@@ -158,7 +158,7 @@ def test_logs_carry_journald_priorities_under_systemd(password_broker, capture, 
         password_broker, tmp_path, env, {"configure": with_password}, wait_online=False, mqtt=mqtt
     )
     try:
-        assert daemon.log_says("<3>daemon.mqtt: broker")
+        assert daemon.log_says("<3>daemon.mqtt.broker: broker")
     finally:
         daemon.stop()
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from daemon.cache import SUFFIX, PhraseCache
-from daemon.settings import Settings
-from daemon.synthesizer import Synthesizer
+from daemon.service.settings import Settings
+from daemon.speech.cache import SUFFIX, PhraseCache
+from daemon.speech.synthesizer import Synthesizer
 from daemon.voices.base import SpeechOptions
 
 TEXT = "The next bus leaves in five minutes."

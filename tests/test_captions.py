@@ -20,8 +20,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from daemon.audio.piece import WordTiming
-from daemon.captions import Cue, cues, srt, webvtt
 from daemon.config import parse_config
+from daemon.speech.captions import Cue, cues, srt, webvtt
 from daemon.voices.word_timing import phoneme_word_spans, time_words
 from edge_build.build import build_voices
 from tests.conftest import run_cli

@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from daemon.commands import (
+from daemon.mqtt.payloads import (
     CommandError,
     check_reply_topic,
     parse_say,
@@ -10,7 +10,7 @@ from daemon.commands import (
     parse_volume,
     say_schema,
 )
-from daemon.jobs import DuplicateJob, Job, JobQueue, QueueFull
+from daemon.service.jobs import DuplicateJob, Job, JobQueue, QueueFull
 from tests.conftest import REPO
 
 LIMIT = 65_536

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from daemon.settings import leaf_keys
+from daemon.service.settings import leaf_keys
 from tests.conftest import REPO
 
 
@@ -72,7 +72,7 @@ def test_the_voices_page_shows_a_catalogue_the_box_reads():
 def test_topics_and_readme_sections_the_docs_name_exist():
     import re
 
-    from daemon.outbox import Outbox
+    from daemon.service.outbox import Outbox
 
     events = Outbox("fleet/box").topic("events").rsplit("/", 1)[1]
     pages = {path.name: path.read_text(encoding="utf-8") for path in (REPO / "docs").glob("*.md")}

@@ -19,7 +19,9 @@ from hypothesis import strategies as st
 from daemon.adapters.hermes import HermesTts
 from daemon.adapters.wyoming_connection import EventRefused, WyomingConnection, read_event
 from daemon.adapters.wyoming_server import WyomingServer
-from daemon.commands import (
+from daemon.config import Config, HermesConfig, TextConfig, parse_config, read_config_file
+from daemon.errors import ConfigError, FastvoiceError, TextError
+from daemon.mqtt.payloads import (
     CommandError,
     SayCommand,
     check_reply_topic,
@@ -29,9 +31,7 @@ from daemon.commands import (
     parse_voice,
     parse_volume,
 )
-from daemon.config import Config, HermesConfig, TextConfig, parse_config, read_config_file
-from daemon.errors import ConfigError, FastvoiceError, TextError
-from daemon.settings import Settings
+from daemon.service.settings import Settings
 from daemon.text.prepare import prepare
 from daemon.text.script import Utterance
 

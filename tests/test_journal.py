@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from daemon.commands import SayCommand
-from daemon.journal import JobJournal
+from daemon.mqtt.payloads import SayCommand
+from daemon.service.journal import JobJournal
 
 
 def test_recorded_jobs_come_back_in_order_until_done(tmp_path):

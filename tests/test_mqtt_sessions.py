@@ -7,7 +7,7 @@ import json
 import uuid
 
 from daemon.config import parse_config
-from daemon.mqtt import MAX_CLIENT_ID, default_client_id
+from daemon.mqtt.broker import MAX_CLIENT_ID, default_client_id
 from tests.daemon_helpers import Daemon
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from daemon.config import QuietWindow, parse_config
 from daemon.errors import ConfigError
-from daemon.quiet_hours import quiet_now
+from daemon.service.quiet_hours import quiet_now
 from tests.daemon_helpers import Daemon, say
 
 BERLIN = ZoneInfo("Europe/Berlin")

@@ -22,7 +22,7 @@ from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, Synthesize
 
 from daemon.audio.sounds import SoundLibrary
 from daemon.config import Config
-from daemon.settings import RELOADABLE, RESTART_ONLY, Settings, leaf_keys
+from daemon.service.settings import RELOADABLE, RESTART_ONLY, Settings, leaf_keys
 from tests.daemon_helpers import Daemon, say
 from tests.mqtt_helpers import free_port
 from tests.test_wyoming import exchange, pcm_of

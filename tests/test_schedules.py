@@ -14,7 +14,7 @@ import pytest
 
 from daemon.config import parse_config
 from daemon.errors import ConfigError
-from daemon.scheduler import next_runs, runs_between
+from daemon.service.scheduler import next_runs, runs_between
 from tests.daemon_helpers import Daemon
 
 BERLIN = ZoneInfo("Europe/Berlin")

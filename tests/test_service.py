@@ -478,7 +478,7 @@ def _die_without_answer(sender) -> None:
 def test_a_build_child_that_dies_without_an_answer_is_a_clear_error():
     import multiprocessing
 
-    from daemon.artifact_build import follow_build
+    from daemon.service.artifact_build import follow_build
 
     context = multiprocessing.get_context("spawn")
     receiver, sender = context.Pipe(duplex=False)

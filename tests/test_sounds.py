@@ -12,11 +12,11 @@ import pytest
 import soundfile
 
 from daemon.audio.sounds import BUILT_IN, PEAK_LIMIT, TARGET_RMS, SoundLibrary
-from daemon.cache import PhraseCache
 from daemon.config import parse_config
 from daemon.errors import ConfigError, SoundError, TextError
-from daemon.settings import Settings
-from daemon.synthesizer import Synthesizer
+from daemon.service.settings import Settings
+from daemon.speech.cache import PhraseCache
+from daemon.speech.synthesizer import Synthesizer
 from daemon.voices.base import SpeechOptions
 from tests.conftest import run_cli
 from tests.daemon_helpers import Daemon, say

@@ -20,12 +20,12 @@ from wyoming.tts import (
 )
 
 from daemon.audio.pcm import join_sentences
-from daemon.cache import PhraseCache
 from daemon.config import parse_config
 from daemon.errors import FastvoiceError, TextError, VoiceError
 from daemon.runtime.ort_cpu import OrtCpuBackend
-from daemon.settings import Settings
-from daemon.synthesizer import Synthesizer
+from daemon.service.settings import Settings
+from daemon.speech.cache import PhraseCache
+from daemon.speech.synthesizer import Synthesizer
 from daemon.text.prepare import prepare
 from daemon.text.script import Pause, Phonemes, Utterance
 from daemon.voices.registry import VoiceRegistry

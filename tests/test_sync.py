@@ -60,7 +60,7 @@ def test_a_job_past_its_instant_reports_late_and_follows_the_policy(
 def test_the_clock_state_is_the_kernels():
     """Read through adjtimex: the struct's layout is right when the kernel's time in it is
     now; the state says unsynchronised exactly when the kernel does."""
-    from daemon.clock import STA_UNSYNC, TIME_ERROR, clock_state, read_timex
+    from daemon.box.clock import STA_UNSYNC, TIME_ERROR, clock_state, read_timex
 
     state, timex = read_timex()
     assert abs(timex.time.tv_sec - time.time()) < 5

@@ -14,8 +14,8 @@ from daemon.config import parse_config
 from daemon.errors import ConfigError
 from daemon.runtime.ort_cpu import Load, OrtCpuBackend, SessionPool, physical_cores_available
 from daemon.runtime.select import create_backend
-from daemon.settings import Settings
-from daemon.synthesizer import Synthesizer
+from daemon.service.settings import Settings
+from daemon.speech.synthesizer import Synthesizer
 from daemon.voices.base import SpeechOptions
 from daemon.voices.registry import VoiceRegistry
 

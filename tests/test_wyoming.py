@@ -22,8 +22,8 @@ from wyoming.tts import (
 )
 
 from daemon.adapters.wyoming_server import WyomingServer
-from daemon.settings import Settings
-from daemon.synthesizer import Synthesizer
+from daemon.service.settings import Settings
+from daemon.speech.synthesizer import Synthesizer
 from tests.conftest import run_cli
 from tests.daemon_helpers import Daemon
 from tests.mqtt_helpers import free_port

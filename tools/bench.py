@@ -469,7 +469,9 @@ def kokoro_rows(
         "voice": KOKORO_VOICE,
         "voices": {KOKORO_VOICE: {"family": "kokoro", "style": "jf_alpha"}},
     }
-    build_voices(parse_config(kokoro), store)
+    for result in build_voices(parse_config(kokoro), store):
+        if result.stage.endswith("/precision"):  # which graph the figures below are of
+            print(f"{result.voice}: {result.status}", file=sys.stderr, flush=True)
     config_file = directory / "kokoro.yaml"
     config_file.write_text(json.dumps(kokoro))
     workers = {"fastvoice": Worker("fastvoice", kokoro), "peer": Worker("kokoro-stock", {})}

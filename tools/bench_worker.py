@@ -145,11 +145,11 @@ def text_seconds(synthesizer, texts: list[str], runs: int) -> dict[str, list[flo
 
 def fastvoice_stream(config_document: dict) -> tuple[Stream, dict[str, Callable]]:
     """fastvoice as the service runs it: parallel workers, artifacts, phrase cache off."""
-    from daemon.cache import PhraseCache
     from daemon.config import parse_config
     from daemon.runtime.select import create_backend
-    from daemon.settings import Settings
-    from daemon.synthesizer import Synthesizer
+    from daemon.service.settings import Settings
+    from daemon.speech.cache import PhraseCache
+    from daemon.speech.synthesizer import Synthesizer
     from daemon.voices.registry import VoiceRegistry
 
     config = parse_config(config_document)

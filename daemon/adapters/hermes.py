@@ -19,9 +19,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from daemon.commands import CommandError, SayCommand, parse_json_model
 from daemon.config import HermesConfig
-from daemon.settings import Settings
+from daemon.mqtt.payloads import CommandError, SayCommand, parse_json_model
+from daemon.service.settings import Settings
 
 log = logging.getLogger(__name__)
 

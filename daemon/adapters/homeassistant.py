@@ -124,7 +124,7 @@ class HomeAssistantDiscovery:
 
 def unregister(config: Config, timeout_s: float = 10.0) -> int:
     """Removes this box's entities from Home Assistant (empty retained configs); the count."""
-    from daemon.mqtt import connect_once, make_client
+    from daemon.mqtt.broker import connect_once, make_client
 
     client = make_client(config.mqtt, f"fastvoice-unregister-{node_id(config)}", persistent=False)
     connect_once(client, config.mqtt)

@@ -24,7 +24,7 @@ from starlette.routing import Route
 from daemon.adapters import http_audio, openai_speech
 from daemon.adapters.http_common import HttpError, HttpPorts, read_body
 from daemon.audio.sounds import NO_SOUND
-from daemon.commands import (
+from daemon.mqtt.payloads import (
     CommandError,
     SayCommand,
     check_reply_topic,
@@ -32,7 +32,7 @@ from daemon.commands import (
     parse_stop,
     parse_volume,
 )
-from daemon.jobs import Job
+from daemon.service.jobs import Job
 
 WAIT_LIMIT_S = 600.0
 READ_METHODS = ("GET", "HEAD", "OPTIONS")

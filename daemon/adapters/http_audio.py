@@ -14,11 +14,11 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from daemon import captions
 from daemon.adapters.http_common import HttpError, HttpPorts
 from daemon.audio.pcm import to_int16
 from daemon.audio.wav import streaming_header, wav_bytes
 from daemon.errors import FastvoiceError
+from daemon.speech import captions
 from daemon.text.ssml import is_ssml
 from daemon.voices.base import SpeechOptions
 

@@ -11,13 +11,13 @@ from typing import Any
 from starlette.requests import Request
 
 from daemon.events import ENDS
-from daemon.intake import JobIntake
-from daemon.jobs import JobQueue
-from daemon.lanes import Lane
-from daemon.metrics import Metrics
-from daemon.mqtt_commands import MqttCommands
-from daemon.settings import Settings
-from daemon.synthesizer import Synthesizer
+from daemon.mqtt.commands import MqttCommands
+from daemon.service.intake import JobIntake
+from daemon.service.jobs import JobQueue
+from daemon.service.lanes import Lane
+from daemon.service.metrics import Metrics
+from daemon.service.settings import Settings
+from daemon.speech.synthesizer import Synthesizer
 
 BODY_TIMEOUT_S = 10.0  # a body that trickles in slower than this is cut off
 

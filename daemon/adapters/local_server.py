@@ -19,10 +19,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from daemon.commands import CommandError, SayCommand, parse_say
 from daemon.events import ENDS
 from daemon.local_socket import VERSION
-from daemon.settings import Settings
+from daemon.mqtt.payloads import CommandError, SayCommand, parse_say
+from daemon.service.settings import Settings
 
 log = logging.getLogger(__name__)
 

@@ -27,13 +27,13 @@ import time
 from typing import Any
 
 from daemon.adapters.fleet import box_name
-from daemon.commands import CommandError, SayCommand, parse_say
 from daemon.config import MqttConfig
-from daemon.event_sink import EventSink
 from daemon.events import ENDS
-from daemon.intake import JobIntake
-from daemon.mqtt import default_client_id, make_client
-from daemon.settings import Settings
+from daemon.mqtt.broker import default_client_id, make_client
+from daemon.mqtt.payloads import CommandError, SayCommand, parse_say
+from daemon.service.event_sink import EventSink
+from daemon.service.intake import JobIntake
+from daemon.service.settings import Settings
 
 log = logging.getLogger(__name__)
 

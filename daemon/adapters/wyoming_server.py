@@ -17,8 +17,8 @@ import logging
 import threading
 
 from daemon.adapters.wyoming_speech import WyomingSpeech
-from daemon.settings import Settings
-from daemon.synthesizer import Synthesizer
+from daemon.service.settings import Settings
+from daemon.speech.synthesizer import Synthesizer
 
 log = logging.getLogger(__name__)
 

@@ -9,8 +9,8 @@ from collections.abc import Iterator
 import numpy as np
 
 from daemon import __version__
-from daemon.settings import Settings
-from daemon.synthesizer import Synthesizer
+from daemon.service.settings import Settings
+from daemon.speech.synthesizer import Synthesizer
 from daemon.voices.base import SpeechOptions
 
 

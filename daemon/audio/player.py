@@ -267,7 +267,7 @@ class Player:
     def _write(self, name: str, blocks: list[np.ndarray], sample_rate: int) -> None:
         """The job's WAV, written atomically and readable by whoever plays the files."""
         from daemon.audio.wav import wav_bytes
-        from daemon.files import save_audio
+        from daemon.box.files import save_audio
 
         assert self.file_dir is not None
         try:

@@ -12,7 +12,7 @@ from typing import BinaryIO
 import numpy as np
 
 from daemon.audio.pcm import to_int16
-from daemon.files import replaced_atomically
+from daemon.box.files import replaced_atomically
 
 
 def _write(target: BinaryIO, blocks: Iterable[np.ndarray], sample_rate: int) -> int:

@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import NoReturn
 
 from daemon import __version__
+from daemon.box.logs import setup_logging
 from daemon.cli import box, fleet, speech, voices
 from daemon.cli.options import log
 from daemon.errors import FastvoiceError
-from daemon.logs import setup_logging
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -12,7 +12,7 @@ from daemon.errors import FastvoiceError
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from daemon.serve import serve
+    from daemon.service.serve import serve
 
     return serve(args.config, wyoming=args.wyoming, unregister=args.unregister, http=args.http)
 
@@ -68,8 +68,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
+    from daemon.box.doctor import FAIL, run_checks
     from daemon.config import config_path_in_use, load_config
-    from daemon.doctor import FAIL, run_checks
     from daemon.errors import ConfigError
 
     path = config_path_in_use(args.config)
@@ -89,7 +89,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def cmd_system_install(args: argparse.Namespace) -> int:
-    from daemon.system_install import install
+    from daemon.box.system_install import install
 
     install(
         args.root,
@@ -102,7 +102,7 @@ def cmd_system_install(args: argparse.Namespace) -> int:
 
 
 def cmd_system_uninstall(args: argparse.Namespace) -> int:
-    from daemon.system_install import uninstall
+    from daemon.box.system_install import uninstall
 
     uninstall(args.root, args.purge)
     return 0

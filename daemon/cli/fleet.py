@@ -14,9 +14,9 @@ from daemon.errors import TextError
 def cmd_send(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
-    from daemon.commands import SayCommand
     from daemon.config import load_config
-    from daemon.send import send
+    from daemon.mqtt.payloads import SayCommand
+    from daemon.mqtt.send import send
     from daemon.validation import format_validation_error
 
     config = load_config(args.config)
@@ -37,7 +37,7 @@ def cmd_send(args: argparse.Namespace) -> int:
     if args.render:
         return _send_to_render(config, say, args)
     if args.zone is not None:
-        from daemon.send import send_to_zone
+        from daemon.mqtt.send import send_to_zone
 
         if args.output is not None:
             raise TextError("-o takes one box's audio: not with --zone")
@@ -58,14 +58,14 @@ def cmd_send(args: argparse.Namespace) -> int:
 
 
 def _save(path: Path, audio: bytes) -> None:
-    from daemon.files import save_audio
+    from daemon.box.files import save_audio
 
     save_audio(path, audio)
     print(f"saved {path}")
 
 
 def _send_to_render(config, say: dict, args: argparse.Namespace) -> int:
-    from daemon.send import send_to_render
+    from daemon.mqtt.send import send_to_render
 
     if args.zone is not None:
         raise TextError("--render sends to the fleet's render queue: not with --zone")

@@ -64,7 +64,7 @@ def _say_through_service(args: argparse.Namespace, text: str) -> int:
     if args.output is not None:
         if result.audio is None:
             raise FastvoiceError("the service finished the job but sent no audio")
-        from daemon.files import save_audio
+        from daemon.box.files import save_audio
 
         save_audio(args.output, result.audio)
     return 0
@@ -74,10 +74,10 @@ def _say_here(args: argparse.Namespace, text: str) -> int:
     """Loads the voice in this process and speaks (or writes) the text."""
     import itertools
 
-    from daemon.cache import phrase_cache
     from daemon.config import load_config
-    from daemon.settings import Settings
-    from daemon.synthesizer import Synthesizer
+    from daemon.service.settings import Settings
+    from daemon.speech.cache import phrase_cache
+    from daemon.speech.synthesizer import Synthesizer
     from daemon.voices.base import SpeechOptions
 
     config = load_config(args.config)
@@ -104,7 +104,7 @@ def _say_here(args: argparse.Namespace, text: str) -> int:
     cache = None if args.no_cache else phrase_cache(config.cache)
     chime = config.sounds.chime_for(args.chime, args.priority)
     if args.captions is not None:
-        from daemon.captions import form_of
+        from daemon.speech.captions import form_of
 
         form_of(args.captions)  # a name that gives no format is refused before any audio
         if not voice.times_words:
@@ -136,7 +136,7 @@ def _say_here(args: argparse.Namespace, text: str) -> int:
             player.stop()
             raise
     if args.captions is not None:
-        from daemon import captions
+        from daemon.speech import captions
 
         captions.save(args.captions, captions.cues(_written(text), clock.words))
         log.info("wrote %s: %d cues", args.captions, len(clock.words))
@@ -167,8 +167,8 @@ def _write_raw(blocks: Iterable[np.ndarray]) -> int:
 def cmd_text(args: argparse.Namespace) -> int:
     """One line per utterance, as the voice will say it; pauses on lines of their own."""
     from daemon.config import load_config
-    from daemon.settings import Settings
-    from daemon.synthesizer import Synthesizer
+    from daemon.service.settings import Settings
+    from daemon.speech.synthesizer import Synthesizer
     from daemon.text.script import Utterance, describe
 
     config = load_config(args.config)
@@ -193,7 +193,7 @@ def cmd_text(args: argparse.Namespace) -> int:
 
 def _print_timings(synthesizer, text: str, voice: str, ssml: bool) -> None:
     """When each word is heard (seconds from the start of the audio), as captions show it."""
-    from daemon import captions
+    from daemon.speech import captions
 
     clock = synthesizer.word_clock(synthesizer.voices.get(voice).info.sample_rate)
     for _ in clock.follow(synthesizer.synthesize(text, voice, ssml=ssml)):

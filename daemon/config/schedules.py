@@ -24,7 +24,7 @@ ClockTime = Annotated[str, AfterValidator(_clock_time)]
 
 
 class QuietWindow(StrictModel):
-    """A time of the week when announcements wait or play quieter (daemon.quiet_hours)."""
+    """A time of the week when announcements wait or play quieter (daemon.service.quiet_hours)."""
 
     start: ClockTime = Field(alias="from", description="HH:MM, when the window begins")
     end: ClockTime = Field(alias="to", description="HH:MM; before `from`: the next day")
@@ -46,7 +46,7 @@ class QuietWindow(StrictModel):
 
 
 class ScheduleEntry(StrictModel):
-    """An announcement made on a schedule (daemon.scheduler): `cron` repeats, `at` is once."""
+    """An announcement made on a schedule (daemon.service.scheduler): `cron` repeats, `at` once."""
 
     name: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,40}$")] | None = Field(
         None, description="in job ids, events and status (default: schedule-<index>)"

@@ -23,7 +23,7 @@ from typing import Any
 
 import xxhash
 
-from daemon.files import systemd_or_user_dir
+from daemon.box.files import systemd_or_user_dir
 
 log = logging.getLogger(__name__)
 

@@ -17,9 +17,9 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from daemon.box.files import replaced_atomically
 from daemon.config import KokoroVoiceConfig
 from daemon.errors import VoiceError
-from daemon.files import replaced_atomically
 
 log = logging.getLogger(__name__)
 

@@ -13,9 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from daemon.box.files import replaced_atomically
 from daemon.config import CatalogConfig, KokoroVoiceConfig, VitsVoiceConfig
 from daemon.errors import VoiceError, VoiceInstallError
-from daemon.files import replaced_atomically
 from daemon.voices.bundled import FOLDER as BUNDLED
 from daemon.voices.bundled import (
     KOKORO_EXTRA,

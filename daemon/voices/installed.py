@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from daemon.files import replaced_atomically, state_root
+from daemon.box.files import replaced_atomically, state_root
 from daemon.voices.catalog import CatalogEntry
 
 log = logging.getLogger(__name__)

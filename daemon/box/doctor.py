@@ -86,7 +86,7 @@ def _audio(config: Config) -> list[Finding]:
 def _broker(config: Config) -> list[Finding]:
     """Connects with the configured credentials and TLS, then checks that this box may publish
     and subscribe under its base topic (the ACL): a probe message must come back."""
-    from daemon.mqtt import make_client
+    from daemon.mqtt.broker import make_client
 
     settings = config.mqtt
     where = f"{settings.host}:{settings.port}"
@@ -187,7 +187,7 @@ def _voices(config: Config) -> list[Finding]:
 def _headroom(config: Config | None) -> list[Finding]:
     import psutil
 
-    from daemon.files import state_root
+    from daemon.box.files import state_root
     from daemon.runtime.artifacts import cache_root
 
     places = {
@@ -243,7 +243,7 @@ def _gpu(config: Config) -> list[Finding]:
 
 
 def _clock(config: Config) -> list[Finding]:
-    from daemon.clock import clock_state
+    from daemon.box.clock import clock_state
 
     state = clock_state()
     zones = bool(config.mqtt.zones)

@@ -11,9 +11,9 @@ from collections.abc import Callable
 from typing import Any
 
 from daemon.events import ENDS
-from daemon.jobs import Job
-from daemon.journal import JobJournal
-from daemon.outbox import Outbox
+from daemon.service.jobs import Job
+from daemon.service.journal import JobJournal
+from daemon.service.outbox import Outbox
 
 log = logging.getLogger(__name__)
 

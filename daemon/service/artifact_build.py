@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from daemon import sdnotify
+from daemon.box import sdnotify
 from daemon.config import Config
 from daemon.errors import FastvoiceError
 

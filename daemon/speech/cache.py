@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from daemon.audio.piece import AudioPiece, WordTiming
-from daemon.files import replaced_atomically
+from daemon.box.files import replaced_atomically
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """`fastvoice serve`: the running service's parts, and how they start, report and stop.
 
-The parts are wired by `daemon.composition.build_service`; the main thread's loop (signals,
-watchdog, stats, reload) is `daemon.supervisor.Supervisor`.
+The parts are wired by `daemon.service.composition.build_service`; the main thread's loop (signals,
+watchdog, stats, reload) is `daemon.service.supervisor.Supervisor`.
 """
 
 from __future__ import annotations
@@ -11,29 +11,30 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from daemon import __version__, sdnotify
+from daemon import __version__
 from daemon.adapters.fleet import Fleet
 from daemon.adapters.homeassistant import HomeAssistantDiscovery
 from daemon.adapters.local_server import LocalServer
 from daemon.adapters.render_queue import RenderQueue
 from daemon.adapters.wyoming_server import WyomingServer
-from daemon.artifact_build import build_missing_artifacts
 from daemon.audio.player import Player
-from daemon.cache import PhraseCache
-from daemon.clock import clock_state
+from daemon.box import sdnotify
+from daemon.box.clock import clock_state
 from daemon.errors import FastvoiceError, VoiceError, error_text
-from daemon.event_sink import EventSink
-from daemon.intake import JobIntake
-from daemon.jobs import JobQueue
-from daemon.journal import JobJournal
-from daemon.lanes import Lane
-from daemon.mqtt import MqttLink
-from daemon.mqtt_commands import MqttCommands
-from daemon.outbox import Outbox
-from daemon.quiet_hours import quiet_for
-from daemon.scheduler import Scheduler
-from daemon.settings import ReloadReport, Settings
-from daemon.synthesizer import Synthesizer
+from daemon.mqtt.broker import MqttLink
+from daemon.mqtt.commands import MqttCommands
+from daemon.service.artifact_build import build_missing_artifacts
+from daemon.service.event_sink import EventSink
+from daemon.service.intake import JobIntake
+from daemon.service.jobs import JobQueue
+from daemon.service.journal import JobJournal
+from daemon.service.lanes import Lane
+from daemon.service.outbox import Outbox
+from daemon.service.quiet_hours import quiet_for
+from daemon.service.scheduler import Scheduler
+from daemon.service.settings import ReloadReport, Settings
+from daemon.speech.cache import PhraseCache
+from daemon.speech.synthesizer import Synthesizer
 from daemon.voices.base import SpeechOptions
 from daemon.voices.registry import VoiceRegistry
 

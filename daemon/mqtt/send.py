@@ -13,7 +13,7 @@ from typing import Any
 
 from daemon.config import MqttConfig
 from daemon.errors import FastvoiceError
-from daemon.mqtt import connect_once, make_client
+from daemon.mqtt.broker import connect_once, make_client
 
 FINAL_EVENTS = {"finished", "failed", "rejected", "interrupted"}
 

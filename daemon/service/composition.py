@@ -13,24 +13,24 @@ from daemon.adapters.local_server import LocalServer
 from daemon.adapters.render_queue import RenderQueue
 from daemon.adapters.wyoming_server import WyomingServer
 from daemon.audio.player import SERVICE_NO_DEVICE_HINT, Player
-from daemon.cache import phrase_cache
+from daemon.box.files import state_root
 from daemon.config import Config
-from daemon.event_sink import EventSink
-from daemon.files import state_root
-from daemon.intake import JobIntake
-from daemon.jobs import JobQueue
-from daemon.journal import JobJournal
-from daemon.lanes import Lane, publish_only
 from daemon.local_socket import service_socket_path
-from daemon.mqtt import MqttLink, TopicHandler
-from daemon.mqtt_commands import MqttCommands
-from daemon.outbox import Outbox
+from daemon.mqtt.broker import MqttLink, TopicHandler
+from daemon.mqtt.commands import MqttCommands
+from daemon.mqtt.voice_installs import VoiceInstalls
 from daemon.runtime.select import create_backend
-from daemon.scheduler import Scheduler
-from daemon.service import Service
-from daemon.settings import Settings
-from daemon.synthesizer import Synthesizer
-from daemon.voice_installs import VoiceInstalls
+from daemon.service.event_sink import EventSink
+from daemon.service.intake import JobIntake
+from daemon.service.jobs import JobQueue
+from daemon.service.journal import JobJournal
+from daemon.service.lanes import Lane, publish_only
+from daemon.service.lifecycle import Service
+from daemon.service.outbox import Outbox
+from daemon.service.scheduler import Scheduler
+from daemon.service.settings import Settings
+from daemon.speech.cache import phrase_cache
+from daemon.speech.synthesizer import Synthesizer
 from daemon.voices.registry import VoiceRegistry
 
 if TYPE_CHECKING:
@@ -164,7 +164,7 @@ def _http_server(
     """The HTTP interface and its metrics (imported only when `http.listen` is set)."""
     from daemon.adapters.http_common import HttpPorts
     from daemon.adapters.http_server import HttpServer
-    from daemon.metrics import Metrics
+    from daemon.service.metrics import Metrics
 
     token = config.http.token()
     ports = HttpPorts(

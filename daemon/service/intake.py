@@ -9,14 +9,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from daemon.audio.sounds import SoundLibrary
-from daemon.commands import SayCommand
 from daemon.errors import FastvoiceError
-from daemon.event_sink import EventSink
-from daemon.jobs import DuplicateJob, Job, JobQueue, QueueFull
-from daemon.journal import JobJournal
-from daemon.lanes import Lane, publish_only
-from daemon.quiet_hours import quiet_for
-from daemon.settings import Settings
+from daemon.mqtt.payloads import SayCommand
+from daemon.service.event_sink import EventSink
+from daemon.service.jobs import DuplicateJob, Job, JobQueue, QueueFull
+from daemon.service.journal import JobJournal
+from daemon.service.lanes import Lane, publish_only
+from daemon.service.quiet_hours import quiet_for
+from daemon.service.settings import Settings
 from daemon.text.prepare import prepare
 from daemon.text.script import Sound
 from daemon.voices.registry import VoiceRegistry

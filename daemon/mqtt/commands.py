@@ -8,7 +8,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from daemon.audio.player import Player
-from daemon.commands import (
+from daemon.errors import VoiceError
+from daemon.mqtt.payloads import (
     CommandError,
     check_reply_topic,
     parse_pause,
@@ -17,13 +18,12 @@ from daemon.commands import (
     parse_voice,
     parse_volume,
 )
-from daemon.errors import VoiceError
-from daemon.event_sink import EventSink
-from daemon.intake import JobIntake
-from daemon.jobs import JobQueue
-from daemon.lanes import Lane
-from daemon.outbox import Outbox
-from daemon.settings import Settings
+from daemon.service.event_sink import EventSink
+from daemon.service.intake import JobIntake
+from daemon.service.jobs import JobQueue
+from daemon.service.lanes import Lane
+from daemon.service.outbox import Outbox
+from daemon.service.settings import Settings
 from daemon.voices.registry import VoiceRegistry
 
 

@@ -19,12 +19,12 @@ from daemon.audio.pcm_stream import encode_chunk
 from daemon.audio.piece import AudioPiece
 from daemon.audio.player import Player
 from daemon.audio.wav import wav_bytes
-from daemon.captions import Cue
 from daemon.errors import FastvoiceError, reason_code
-from daemon.jobs import Job, JobQueue
-from daemon.quiet_hours import quiet_for
-from daemon.settings import Settings
-from daemon.synthesizer import Synthesizer
+from daemon.service.jobs import Job, JobQueue
+from daemon.service.quiet_hours import quiet_for
+from daemon.service.settings import Settings
+from daemon.speech.captions import Cue
+from daemon.speech.synthesizer import Synthesizer
 from daemon.voices.base import SpeechOptions
 
 log = logging.getLogger(__name__)
@@ -110,7 +110,6 @@ class Lane(threading.Thread):
             0.0,
             0.0,
         )
-        job.attempts += 1
         self.emit("started", job)
         try:
             self._speak(job)

@@ -10,11 +10,11 @@ import queue
 import threading
 from collections.abc import Callable
 
-from daemon.artifact_build import build_missing_artifacts
-from daemon.commands import CommandError, VoiceInstallCommand, parse_voice_install
 from daemon.errors import FastvoiceError
-from daemon.event_sink import EventSink
-from daemon.settings import Settings
+from daemon.mqtt.payloads import CommandError, VoiceInstallCommand, parse_voice_install
+from daemon.service.artifact_build import build_missing_artifacts
+from daemon.service.event_sink import EventSink
+from daemon.service.settings import Settings
 
 log = logging.getLogger(__name__)
 EVENT = "voice_install"

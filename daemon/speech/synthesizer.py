@@ -16,10 +16,10 @@ from daemon import faults
 from daemon.audio.pcm import join_sentences
 from daemon.audio.piece import AudioPiece
 from daemon.audio.sounds import NO_SOUND, SoundLibrary
-from daemon.cache import PhraseCache, cache_key
-from daemon.captions import WordClock
 from daemon.errors import TextError
-from daemon.settings import Settings
+from daemon.service.settings import Settings
+from daemon.speech.cache import PhraseCache, cache_key
+from daemon.speech.captions import WordClock
 from daemon.text.prepare import prepare
 from daemon.text.script import Pause, Script, Sound, Utterance, cache_form
 from daemon.voices.base import SpeechOptions
@@ -40,6 +40,7 @@ class Synthesizer:
         self.cache = cache
         self.admission = threading.BoundedSemaphore(max_requests)
         self._sounds = SoundLibrary(settings.config.sounds.dir)
+        self._fault_hook = faults.sentence_hook()  # None unless the fault tests armed one
 
     @property
     def sounds(self) -> SoundLibrary:
@@ -179,7 +180,8 @@ class Synthesizer:
     ) -> Iterator[AudioPiece]:
         """One utterance at the request's rate: in another voice (SSML), resampled to it."""
         voice = self.voices.get(utterance.voice)
-        faults.hang_if_marked(utterance.words())
+        if self._fault_hook is not None:
+            self._fault_hook(utterance.words())
         options = replace(options, rate=options.rate * utterance.rate)
         resampler = None
         if voice.info.sample_rate != rate:

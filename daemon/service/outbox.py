@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from daemon.adapters.local_server import LocalServer
-    from daemon.mqtt import MqttLink
+    from daemon.mqtt.broker import MqttLink
 
 
 class Outbox:

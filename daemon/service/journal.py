@@ -17,8 +17,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from daemon.commands import SayCommand
-from daemon.files import replaced_atomically
+from daemon.box.files import replaced_atomically
+from daemon.mqtt.payloads import SayCommand
 
 log = logging.getLogger(__name__)
 

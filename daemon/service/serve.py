@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from daemon.composition import build_service
 from daemon.config import Config, HttpConfig, WyomingConfig, config_path_in_use, load_config
-from daemon.supervisor import Supervisor
+from daemon.service.composition import build_service
+from daemon.service.supervisor import Supervisor
 
 
 def serve(

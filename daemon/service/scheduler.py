@@ -17,13 +17,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from daemon.commands import SayCommand
+from daemon.box.files import replaced_atomically
 from daemon.config import ScheduleEntry
 from daemon.errors import FastvoiceError
-from daemon.files import replaced_atomically
-from daemon.quiet_hours import local_now
-from daemon.settings import Settings
-from daemon.synthesizer import Synthesizer
+from daemon.mqtt.payloads import SayCommand
+from daemon.service.quiet_hours import local_now
+from daemon.service.settings import Settings
+from daemon.speech.synthesizer import Synthesizer
 
 log = logging.getLogger(__name__)
 LONGEST_WAIT_S = 1.0  # a reload's schedules are taken within this

@@ -1,0 +1,1 @@
+"""The speech path: text to audio pieces (the synthesizer), the phrase cache, and captions."""
