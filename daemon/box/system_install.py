@@ -27,7 +27,7 @@ from pathlib import Path
 from daemon.errors import FastvoiceError
 
 USER = "fastvoice"
-PACKAGE_ROOT = Path(__file__).resolve().parent.parent
+PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the source checkout: daemon/box/ up two
 TEMPLATES = {"cpu": "fastvoice.yaml", "jetson": "jetson-orin.yaml", "rtx": "rtx-kiosk.yaml"}
 UNIT = "fastvoice.service"
 DROP_IN = "fastvoice.service.d/gpu.conf"
