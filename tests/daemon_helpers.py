@@ -125,3 +125,32 @@ def fleet_box(broker: Broker, env: dict[str, str], directory: Path, fleet: str, 
     return Daemon(
         broker, directory, env, base=f"{fleet}/{name}", mqtt={"client_id": client_id, **mqtt}
     )
+
+
+def front_door_of(synthesizer, settings=None):
+    """The service's front door around `synthesizer`, built of the real parts (a queue, an
+    intake, events, a player) but with no lane, no broker and no device: for the adapters'
+    requests answered beside the queue (Wyoming, HTTP audio)."""
+    from daemon.audio.player import Player
+    from daemon.service.event_sink import EventSink
+    from daemon.service.front_door import FrontDoor
+    from daemon.service.intake import JobIntake
+    from daemon.service.jobs import JobQueue
+    from daemon.service.outbox import Outbox
+
+    settings = settings or synthesizer.settings
+    queue = JobQueue(settings.config.queue.max_jobs)
+    events = EventSink(Outbox(settings.config.mqtt.base_topic))
+    voices = synthesizer.voices
+    intake = JobIntake(
+        settings=settings, voices=voices, queue=queue, journal=None, events=events, lanes=[]
+    )
+    return FrontDoor(
+        settings=settings,
+        intake=intake,
+        queue=queue,
+        lanes=[],
+        player=Player(),
+        synthesizer=synthesizer,
+        events=events,
+    )

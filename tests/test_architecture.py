@@ -95,3 +95,71 @@ def test_the_runtime_lives_in_subpackages_named_for_what_is_in_them():
     assert top <= set(TOP_LEVEL), sorted(top - set(TOP_LEVEL))
     packages = {path.parent.name for path in (REPO / "daemon").glob("*/__init__.py")}
     assert {"service", "mqtt", "speech", "box", "adapters", "voices", "runtime"} <= packages
+
+
+# The floors, lowest first: a module imports only from its own floor or those below. A module
+# is on the floor of the longest name that holds it.
+FLOORS = [
+    (
+        "the leaves",
+        [
+            *("daemon", "daemon.errors", "daemon.events", "daemon.faults", "daemon.parts"),
+            *("daemon.validation", "daemon.local_socket", "daemon.box"),
+            *("daemon.box.files", "daemon.box.clock", "daemon.box.sdnotify", "daemon.box.logs"),
+        ],
+    ),
+    ("the config's models", ["daemon.config"]),
+    ("text, audio and the runtimes", ["daemon.text", "daemon.audio", "daemon.runtime"]),
+    ("the voices and their builds", ["daemon.voices", "edge_build"]),
+    ("speech", ["daemon.speech"]),
+    ("the service's core and its front door", ["daemon.service"]),
+    ("the adapters (MQTT among them)", ["daemon.adapters", "daemon.mqtt"]),
+    (
+        "the composition root and the box's chores",
+        [
+            *("daemon.service.composition", "daemon.service.lifecycle", "daemon.service.serve"),
+            *("daemon.service.supervisor", "daemon.box.doctor", "daemon.box.system_install"),
+            "daemon.box.config_checks",
+        ],
+    ),
+    ("the command line", ["daemon.cli", "daemon.__main__"]),
+]
+# Imports that climb, each with its reason.
+CLIMBS = {
+    ("daemon.speech.synthesizer", "daemon.service.settings"): (
+        "the config in force, read at each use; a reload (the service's) replaces it"
+    ),
+}
+
+
+def floor_of(module: str) -> int:
+    held = [
+        (len(name), number)
+        for number, (_, names) in enumerate(FLOORS)
+        for name in names
+        if module == name or module.startswith(name + ".")
+    ]
+    assert held, f"{module} is on no floor"
+    return max(held)[1]
+
+
+def test_no_import_climbs_to_a_higher_floor_without_its_reason():
+    graph = import_graph()
+    climbs = {
+        (module, target)
+        for module, targets in graph.items()
+        for target in targets
+        if floor_of(target) > floor_of(module)
+    }
+    assert climbs == set(CLIMBS)
+
+
+INTERNALS = ("daemon.service.lanes", "daemon.service.jobs", "daemon.service.intake")
+INTERNALS += ("daemon.speech.synthesizer", "daemon.audio.player", "daemon.voices.registry")
+
+
+def test_adapters_go_through_the_front_door():
+    graph = import_graph()
+    adapters = [m for m in graph if m.startswith(("daemon.adapters.", "daemon.mqtt."))]
+    reached = {(m, t) for m in adapters for t in graph[m] if t in INTERNALS}
+    assert reached == set()

@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from daemon.mqtt.payloads import (
+from daemon.service.commands import (
     CommandError,
     check_reply_topic,
     parse_say,

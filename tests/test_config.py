@@ -5,7 +5,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from daemon.config import Config, load_config, parse_config, read_config_file
+from daemon.box.config_checks import load_on_box, on_box
+from daemon.config import Config, parse_config, read_config_file
 from daemon.errors import ConfigError
 from tests.conftest import REPO, run_cli
 
@@ -16,14 +17,19 @@ def write(tmp_path: Path, text: str, name: str = "fastvoice.yaml") -> Path:
     return path
 
 
+def read_on_box(path):
+    """The file parsed, then checked on the box, as `serve` and `config check` read it."""
+    return on_box(read_config_file(path), str(path))
+
+
 def error_of(data) -> str:
     with pytest.raises(ConfigError) as caught:
-        parse_config(data)
+        on_box(parse_config(data))
     return str(caught.value)
 
 
 def test_shipped_default_file_is_exactly_the_builtin_defaults():
-    shipped = read_config_file(REPO / "config" / "fastvoice.yaml")
+    shipped = read_on_box(REPO / "config" / "fastvoice.yaml")
     assert shipped.model_dump() == Config().model_dump()
     assert set(yaml.safe_load((REPO / "config" / "fastvoice.yaml").read_text())) == set(
         Config.model_fields
@@ -32,7 +38,7 @@ def test_shipped_default_file_is_exactly_the_builtin_defaults():
 
 @pytest.mark.parametrize("path", sorted((REPO / "config").glob("*.yaml")), ids=lambda p: p.name)
 def test_every_shipped_config_is_valid(path):
-    read_config_file(path)
+    read_on_box(path)
 
 
 def test_value_above_maximum_names_key_path_and_value():
@@ -76,12 +82,12 @@ def test_voice_names_cannot_be_paths():
 
 def test_relative_paths_resolve_against_the_config_file(tmp_path):
     path = write(tmp_path, "voice: v\nvoices:\n  v:\n    model: voices/v.onnx\n")
-    config = read_config_file(path)
+    config = read_on_box(path)
     assert config.voices["v"].model == tmp_path / "voices" / "v.onnx"
 
 
 def test_empty_file_means_defaults(tmp_path):
-    assert read_config_file(write(tmp_path, "")).model_dump() == Config().model_dump()
+    assert read_on_box(write(tmp_path, "")).model_dump() == Config().model_dump()
 
 
 @pytest.mark.parametrize(
@@ -97,21 +103,21 @@ def test_broken_files_give_one_clear_message(tmp_path, content, expected):
     path = tmp_path / "broken.yaml"
     path.write_bytes(content)
     with pytest.raises(ConfigError) as caught:
-        read_config_file(path)
+        read_on_box(path)
     assert expected in str(caught.value)
     assert str(path) in str(caught.value)
 
 
 def test_missing_file_is_named(tmp_path):
     with pytest.raises(ConfigError, match=r"missing\.yaml: cannot read"):
-        read_config_file(tmp_path / "missing.yaml")
+        read_on_box(tmp_path / "missing.yaml")
 
 
 def test_password_from_file_with_private_mode(tmp_path):
     secret = tmp_path / "mqtt.pass"
     secret.write_text("s3cret\n")
     secret.chmod(0o600)
-    config = read_config_file(write(tmp_path, "mqtt:\n  password_file: mqtt.pass\n"))
+    config = read_on_box(write(tmp_path, "mqtt:\n  password_file: mqtt.pass\n"))
     assert config.mqtt.password().get_secret_value() == "s3cret"
     assert "s3cret" not in repr(config) and "s3cret" not in str(config.model_dump())
 
@@ -121,12 +127,12 @@ def test_password_file_readable_by_others_is_refused(tmp_path):
     secret.write_text("s3cret")
     secret.chmod(0o644)
     with pytest.raises(ConfigError, match=r"mqtt.password_file: .* is readable by others"):
-        read_config_file(write(tmp_path, "mqtt:\n  password_file: mqtt.pass\n"))
+        read_on_box(write(tmp_path, "mqtt:\n  password_file: mqtt.pass\n"))
 
 
 def test_password_from_environment(monkeypatch):
     monkeypatch.setenv("FV_TEST_PASSWORD", "from-env")
-    config = parse_config({"mqtt": {"password_env": "FV_TEST_PASSWORD"}})
+    config = on_box(parse_config({"mqtt": {"password_env": "FV_TEST_PASSWORD"}}))
     assert config.mqtt.password().get_secret_value() == "from-env"
     monkeypatch.delenv("FV_TEST_PASSWORD")
     assert "'FV_TEST_PASSWORD' is not set" in error_of(
@@ -143,8 +149,8 @@ def test_config_file_from_environment_then_explicit(tmp_path, monkeypatch):
     from_env = write(tmp_path, "audio: {volume: 0.3}\n", "env.yaml")
     explicit = write(tmp_path, "audio: {volume: 0.6}\n", "explicit.yaml")
     monkeypatch.setenv("FASTVOICE_CONFIG", str(from_env))
-    assert load_config().audio.volume == 0.3
-    assert load_config(explicit).audio.volume == 0.6
+    assert load_on_box().audio.volume == 0.3
+    assert load_on_box(explicit).audio.volume == 0.6
 
 
 def test_config_check_command_exit_codes(tmp_path):
@@ -161,3 +167,16 @@ def test_config_check_uses_fastvoice_config_env(tmp_path):
     result = run_cli("config", "check", env={**os.environ, "FASTVOICE_CONFIG": str(bad)})
     assert result.returncode == 2
     assert b"nonsense: unknown key" in result.stderr
+
+
+def test_parsing_reads_nothing_on_the_box_and_the_box_checks_name_the_key(tmp_path):
+    data = {
+        "sounds": {"dir": str(tmp_path), "chime_by_priority": {"high": "no-such-chime"}},
+        "text": {"lexicon": {"file": str(tmp_path / "absent.yaml")}},
+    }
+    parsed = parse_config(data)  # a pure model: no sounds directory or lexicon file read
+    assert parsed.sounds.chime_by_priority["high"] == "no-such-chime"
+    with pytest.raises(ConfigError) as caught:
+        on_box(parsed)
+    assert "sounds.chime_by_priority.high" in str(caught.value)
+    assert "text.lexicon.file" in str(caught.value)

@@ -21,7 +21,7 @@ from daemon.adapters.wyoming_connection import EventRefused, WyomingConnection, 
 from daemon.adapters.wyoming_server import WyomingServer
 from daemon.config import Config, HermesConfig, TextConfig, parse_config, read_config_file
 from daemon.errors import ConfigError, FastvoiceError, TextError
-from daemon.mqtt.payloads import (
+from daemon.service.commands import (
     CommandError,
     SayCommand,
     check_reply_topic,
@@ -34,6 +34,7 @@ from daemon.mqtt.payloads import (
 from daemon.service.settings import Settings
 from daemon.text.prepare import prepare
 from daemon.text.script import Utterance
+from tests.daemon_helpers import front_door_of
 
 LIMIT = 65_536
 
@@ -227,7 +228,7 @@ def wyoming_server(synthesizer, config):
     limited = config.model_copy(
         update={"queue": config.queue.model_copy(update={"max_payload_bytes": LIMIT})}
     )
-    return WyomingServer("tcp://127.0.0.1:0", synthesizer, Settings(limited))
+    return WyomingServer("tcp://127.0.0.1:0", front_door_of(synthesizer, Settings(limited)))
 
 
 async def handle(server: WyomingServer, events: list) -> list:

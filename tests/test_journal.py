@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from daemon.mqtt.payloads import SayCommand
+from daemon.service.commands import SayCommand
 from daemon.service.journal import JobJournal
 
 

@@ -166,7 +166,7 @@ NEVER_FOR_SAY = (
     "onnx",  # the graph tools of `fastvoice build`; onnxruntime is another package
     "tokenizers",
     "pynvml",
-    "daemon.mqtt.payloads",
+    "daemon.service.commands",
     "daemon.mqtt.broker",
     "daemon.service.lifecycle",
     "daemon.service.composition",

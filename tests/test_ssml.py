@@ -20,6 +20,7 @@ from wyoming.tts import (
 )
 
 from daemon.audio.pcm import join_sentences
+from daemon.box.config_checks import on_box
 from daemon.config import parse_config
 from daemon.errors import FastvoiceError, TextError, VoiceError
 from daemon.runtime.ort_cpu import OrtCpuBackend
@@ -274,10 +275,12 @@ def test_lexicon_phonemes_outside_the_voice_are_refused(registry):
 def test_lexicon_file_merges_under_the_inline_words(tmp_path):
     words = tmp_path / "words.yaml"
     words.write_text("words:\n  Nguyen: win\n  Joe: joey\n", encoding="utf-8")
-    config = parse_config(
+    parsed = parse_config(
         {"text": {"lexicon": {"file": "words.yaml", "words": {"Joe": "Joseph"}}}},
         base_dir=tmp_path,
     )
+    assert parsed.text.lexicon.words == {"Joe": "Joseph"}  # parsing reads no file
+    config = on_box(parsed)
     assert config.text.lexicon.words == {"Nguyen": "win", "Joe": "Joseph"}
 
 
@@ -285,7 +288,7 @@ def test_a_broken_lexicon_file_is_a_config_error_naming_it(tmp_path):
     words = tmp_path / "words.yaml"
     words.write_text("words: [not, a, mapping]\n", encoding="utf-8")
     with pytest.raises(FastvoiceError, match=r"text\.lexicon\.file: .*words\.yaml: `words` must"):
-        parse_config({"text": {"lexicon": {"file": str(words)}}})
+        on_box(parse_config({"text": {"lexicon": {"file": str(words)}}}))
 
 
 def test_a_lexicon_change_never_serves_stale_audio(registry, tmp_path):

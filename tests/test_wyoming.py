@@ -25,7 +25,7 @@ from daemon.adapters.wyoming_server import WyomingServer
 from daemon.service.settings import Settings
 from daemon.speech.synthesizer import Synthesizer
 from tests.conftest import run_cli
-from tests.daemon_helpers import Daemon
+from tests.daemon_helpers import Daemon, front_door_of
 from tests.mqtt_helpers import free_port
 
 TEXT = "Welcome home. The front door is unlocked and the lights are on."
@@ -221,7 +221,7 @@ class CountingSynthesizer(Synthesizer):
 def test_requests_beyond_the_workers_wait_their_turn(registry, config, max_requests):
     counting = CountingSynthesizer(registry, Settings(config), max_requests=max_requests)
     port = free_port()
-    server = WyomingServer(f"tcp://127.0.0.1:{port}", counting, Settings(config))
+    server = WyomingServer(f"tcp://127.0.0.1:{port}", front_door_of(counting))
     server.start()
     assert server.ready.wait(30) and server.error is None
     try:

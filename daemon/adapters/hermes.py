@@ -20,7 +20,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from daemon.config import HermesConfig
-from daemon.mqtt.payloads import CommandError, SayCommand, parse_json_model
+from daemon.service.commands import CommandError, SayCommand, parse_json_model
 from daemon.service.settings import Settings
 
 log = logging.getLogger(__name__)

@@ -24,7 +24,7 @@ from starlette.routing import Route
 from daemon.adapters import http_audio, openai_speech
 from daemon.adapters.http_common import HttpError, HttpPorts, read_body
 from daemon.audio.sounds import NO_SOUND
-from daemon.mqtt.payloads import (
+from daemon.service.commands import (
     CommandError,
     SayCommand,
     check_reply_topic,
@@ -32,22 +32,9 @@ from daemon.mqtt.payloads import (
     parse_stop,
     parse_volume,
 )
-from daemon.service.jobs import Job
 
 WAIT_LIMIT_S = 600.0
 READ_METHODS = ("GET", "HEAD", "OPTIONS")
-
-
-def _job_view(job: Job, state: str) -> dict[str, Any]:
-    command = job.command
-    return {
-        "id": job.id,
-        "state": state,
-        "priority": command.priority,
-        "voice": command.voice,
-        "text": command.text[:200],
-        "output": command.output,
-    }
 
 
 class Routes:
@@ -55,12 +42,12 @@ class Routes:
         self.ports = ports
 
     def _limit(self) -> int:
-        return self.ports.settings.config.http.max_body_bytes
+        return self.ports.door.config.http.max_body_bytes
 
     async def say(self, request: Request) -> Response:
         """Queues a job (the MQTT `say` schema); `?wait=true` answers when it has ended."""
         body = await read_body(request, self._limit())
-        config = self.ports.settings.config
+        config = self.ports.door.config
         try:
             command = parse_say(body, self._limit())
             check_reply_topic(command, config.mqtt.base_topic, config.mqtt.reply_topic_prefixes)
@@ -73,7 +60,7 @@ class Routes:
             waiter = asyncio.get_running_loop().create_future()
             watchers.waiting[command.id] = waiter
         try:
-            refused = await asyncio.to_thread(self.ports.intake.submit, command)
+            refused = await asyncio.to_thread(self.ports.door.submit, command)
             if refused is not None:
                 raise HttpError(409, refused, id=command.id)
             if waiter is None:
@@ -93,40 +80,39 @@ class Routes:
         except CommandError as error:
             raise HttpError(422, f"stop: {error}") from None
         if command.id is not None:
-            if not self.ports.commands.stop_job(command.id):
+            if not self.ports.door.stop_job(command.id):
                 raise HttpError(404, f"no job {command.id!r} is playing or queued")
             return JSONResponse({"stopped": command.id})
-        self.ports.commands.stop(everything=command.all)
+        self.ports.door.stop(everything=command.all)
         return JSONResponse({"stopped": "all" if command.all else "playing"})
 
     async def status(self, request: Request) -> Response:
         return JSONResponse(await asyncio.to_thread(self.ports.status))
 
     async def jobs(self, request: Request) -> Response:
-        playing = [_job_view(lane.current, "playing") for lane in self.ports.lanes if lane.current]
-        queued = [_job_view(job, "queued") for job in self.ports.queue.snapshot()]
-        return JSONResponse({"jobs": playing + queued, "paused": self.ports.queue.paused})
+        door = self.ports.door
+        return JSONResponse({"jobs": door.jobs(), "paused": door.paused})
 
     async def volume(self, request: Request) -> Response:
-        commands = self.ports.commands
+        door = self.ports.door
         if request.method == "PUT":
             body = await read_body(request, self._limit())
             try:
-                commands.set_volume(parse_volume(body, self._limit()))
+                door.set_volume(parse_volume(body, self._limit()))
             except CommandError as error:
                 raise HttpError(422, f"volume: {error}") from None
-        return JSONResponse({"volume": commands.player.volume})
+        return JSONResponse({"volume": door.volume})
 
     async def voices(self, request: Request) -> Response:
-        voices = self.ports.synthesizer.voices
-        described = [voices.get(name).info.as_dict() for name in voices.usable()]
-        broken = [voice.as_dict() for voice in voices.broken.values()]
-        return JSONResponse({"default": voices.default, "voices": described, "broken": broken})
+        door = self.ports.door
+        described = [info.as_dict() for info in door.voices()]
+        broken = [voice.as_dict() for voice in door.broken_voices()]
+        return JSONResponse({"default": door.default_voice, "voices": described, "broken": broken})
 
     async def sounds(self, request: Request) -> Response:
         """The chimes a say may name, and the default chime of each priority."""
-        names = await asyncio.to_thread(self.ports.synthesizer.sounds.names)
-        defaults = self.ports.settings.config.sounds.chime_by_priority
+        names = await asyncio.to_thread(self.ports.door.sound_names)
+        defaults = self.ports.door.config.sounds.chime_by_priority
         return JSONResponse({"sounds": [*names, NO_SOUND], "by_priority": defaults})
 
     async def events(self, request: Request) -> Response:
@@ -222,7 +208,7 @@ def _authorised(request: Request, ports: HttpPorts) -> bool:
     token = ports.token
     if token is None:
         return True
-    needs = request.method not in READ_METHODS or ports.settings.config.http.require_token_for_reads
+    needs = request.method not in READ_METHODS or ports.door.config.http.require_token_for_reads
     if not needs:
         return True
     scheme, _, given = request.headers.get("authorization", "").partition(" ")
@@ -277,7 +263,7 @@ def build_app(ports: HttpPorts) -> Starlette:
         ("/openapi.json", routes.openapi, ["GET"]),
     ]
     middleware = []
-    origins = ports.settings.config.http.cors_origins
+    origins = ports.door.config.http.cors_origins
     if origins:
         middleware.append(
             Middleware(

@@ -40,8 +40,7 @@ def _checked(ports: HttpPorts, text: str, voice: str | None, response_format: st
         supported = ", ".join(MEDIA_TYPES)
         raise HttpError(400, f"response_format {response_format!r}: no encoder here ({supported})")
     try:
-        name = ports.synthesizer.voices.require(voice)
-        ports.synthesizer.script(text, name)
+        name = ports.door.check(text, voice)
     except FastvoiceError as error:
         raise HttpError(400, str(error)) from None
     return name
@@ -58,9 +57,9 @@ async def rendered(
     """The audio of `text` in a format (at `output_rate`, resampled, where given); a bad text
     or voice is refused before any audio."""
     name = _checked(ports, text, voice, response_format)
-    synthesizer = ports.synthesizer
-    rate = synthesizer.voices.get(name).info.sample_rate
-    blocks = synthesizer.rendered(text, name, SpeechOptions(rate=speed))
+    door = ports.door
+    rate = door.voice_info(name).sample_rate
+    blocks = door.render(text, name, SpeechOptions(rate=speed))
     if output_rate is not None and output_rate != rate:
         blocks, rate = _resampled(blocks, rate, output_rate), output_rate
     if response_format in ("wav", "pcm"):
@@ -95,13 +94,12 @@ async def captioned(
     """The audio of `text` (base64, whole) and its captions from the same synthesis, in one
     JSON answer: the words' times are those of this audio."""
     name = _checked(ports, text, voice, response_format)
-    synthesizer = ports.synthesizer
-    chosen = synthesizer.voices.get(name)
-    if not chosen.times_words:
+    door = ports.door
+    if not door.times_words(name):
         raise HttpError(400, f"voice {name!r} gives no word timings for captions")
-    rate = chosen.info.sample_rate
-    clock = synthesizer.word_clock(rate)
-    blocks = synthesizer.rendered(text, name, SpeechOptions(rate=speed), clock=clock)
+    rate = door.voice_info(name).sample_rate
+    clock = door.word_clock(rate)
+    blocks = door.render(text, name, SpeechOptions(rate=speed), clock=clock)
     encoded = await _whole(blocks, rate, response_format)
     track = captions.cues(None if is_ssml(text) else text, clock.words)
     return JSONResponse(

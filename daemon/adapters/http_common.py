@@ -1,23 +1,18 @@
-"""What the HTTP routes share: their errors, the parts they act on (the same MQTT uses), the
+"""What the HTTP routes share: their errors, what they act on (the front door MQTT uses too), the
 job events handed to the HTTP loop, and how a request body is read (bounded in size and time)."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from starlette.requests import Request
 
 from daemon.events import ENDS
-from daemon.mqtt.commands import MqttCommands
-from daemon.service.intake import JobIntake
-from daemon.service.jobs import JobQueue
-from daemon.service.lanes import Lane
+from daemon.service.front_door import FrontDoor
 from daemon.service.metrics import Metrics
-from daemon.service.settings import Settings
-from daemon.speech.synthesizer import Synthesizer
 
 BODY_TIMEOUT_S = 10.0  # a body that trickles in slower than this is cut off
 
@@ -31,14 +26,9 @@ class HttpError(Exception):
 
 @dataclass
 class HttpPorts:
-    """What the routes act on: the same parts MQTT uses."""
+    """What the routes act on: the front door every interface uses, the service's status."""
 
-    settings: Settings
-    intake: JobIntake
-    commands: MqttCommands
-    queue: JobQueue
-    lanes: Sequence[Lane]
-    synthesizer: Synthesizer
+    door: FrontDoor
     status: Callable[[], dict[str, Any]]
     metrics: Metrics
     token: str | None

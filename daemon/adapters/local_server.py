@@ -15,31 +15,28 @@ import os
 import queue
 import socket
 import threading
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from daemon.events import ENDS
 from daemon.local_socket import VERSION
-from daemon.mqtt.payloads import CommandError, SayCommand, parse_say
-from daemon.service.settings import Settings
+from daemon.service.commands import CommandError, SayCommand, parse_say
+from daemon.service.front_door import FrontDoor
 
 log = logging.getLogger(__name__)
 
-Submit = Callable[[SayCommand], str | None]
 Outgoing = tuple[dict[str, Any], bytes | None]  # a message, and the bytes that follow it
 REQUEST_TIMEOUT_S = 5.0
 
 
 class LocalServer(threading.Thread):
-    def __init__(self, path: Path, submit: Submit, settings: Settings, reply_prefix: str) -> None:
+    def __init__(self, path: Path, door: FrontDoor, reply_prefix: str) -> None:
         """`reply_prefix`: the reply topic under which jobs that want their audio back publish
         it; what is published there comes to the client instead of the broker. A request may
         carry `queue.max_payload_bytes` of the config in force."""
         super().__init__(name="local-socket", daemon=True)
         self.path = path
-        self.submit = submit
-        self.settings = settings
+        self.door = door
         self.reply_prefix = reply_prefix.rstrip("/") + "/"
         self._clients: dict[str, queue.Queue[Outgoing]] = {}
         self._lock = threading.Lock()
@@ -120,14 +117,14 @@ class LocalServer(threading.Thread):
                     return
                 self._clients[command.id] = outbox
             try:
-                self.submit(command)  # a refusal arrives as a `rejected` event
+                self.door.submit(command)  # a refusal arrives as a `rejected` event
                 self._relay(connection, outbox)
             finally:
                 with self._lock:
                     del self._clients[command.id]
 
     def _read_request(self, connection: socket.socket) -> SayCommand:
-        max_bytes = self.settings.config.queue.max_payload_bytes
+        max_bytes = self.door.config.queue.max_payload_bytes
         with connection.makefile("rb") as stream:
             line = stream.readline(max_bytes + 1)
         if len(line) > max_bytes:

@@ -80,7 +80,7 @@ async def speech_with_captions(ports: HttpPorts, request: Request) -> Response:
 
 def _voice(ports: HttpPorts, asked: str) -> str:
     """The fastvoice voice an OpenAI voice name stands for (`http.voice_aliases`), or the name."""
-    return ports.settings.config.http.voice_aliases.get(asked, asked)
+    return ports.door.config.http.voice_aliases.get(asked, asked)
 
 
 def _note_instructions(response: Response, asked: SpeechRequest) -> None:
@@ -89,7 +89,7 @@ def _note_instructions(response: Response, asked: SpeechRequest) -> None:
 
 
 async def _asked(ports: HttpPorts, request: Request, model: type[Asked]) -> Asked:
-    body = await read_body(request, ports.settings.config.http.max_body_bytes)
+    body = await read_body(request, ports.door.config.http.max_body_bytes)
     try:
         return model.model_validate_json(body)
     except ValidationError as error:
@@ -97,7 +97,7 @@ async def _asked(ports: HttpPorts, request: Request, model: type[Asked]) -> Aske
 
 
 async def models(ports: HttpPorts, request: Request) -> Response:
-    names = ports.synthesizer.voices.names
+    names = ports.door.voice_names()
     data = [
         {"id": name, "object": "model", "created": 0, "owned_by": "fastvoice"} for name in names
     ]
@@ -107,21 +107,18 @@ async def models(ports: HttpPorts, request: Request) -> Response:
 async def voices(ports: HttpPorts, request: Request) -> Response:
     """The voices the `voice` field takes (installed ones included), with their languages and
     speakers: the list OpenAI-compatible speech servers offer at this path."""
-    registry = ports.synthesizer.voices
+    door = ports.door
 
     def described() -> list[dict]:
-        listed = []
-        for name in registry.usable():
-            info = registry.get(name).info
-            listed.append(
-                {
-                    "id": name,
-                    "name": name,
-                    "language": info.language,
-                    "speakers": list(info.speakers),
-                    "default": name == registry.default,
-                }
-            )
-        return listed
+        return [
+            {
+                "id": info.name,
+                "name": info.name,
+                "language": info.language,
+                "speakers": list(info.speakers),
+                "default": info.name == door.default_voice,
+            }
+            for info in door.voices()
+        ]
 
     return JSONResponse({"object": "list", "voices": await asyncio.to_thread(described)})

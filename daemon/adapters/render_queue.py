@@ -30,10 +30,8 @@ from daemon.adapters.fleet import box_name
 from daemon.config import MqttConfig
 from daemon.events import ENDS
 from daemon.mqtt.broker import default_client_id, make_client
-from daemon.mqtt.payloads import CommandError, SayCommand, parse_say
-from daemon.service.event_sink import EventSink
-from daemon.service.intake import JobIntake
-from daemon.service.settings import Settings
+from daemon.service.commands import CommandError, SayCommand, parse_say
+from daemon.service.front_door import FrontDoor
 
 log = logging.getLogger(__name__)
 
@@ -42,12 +40,10 @@ QOS = 1
 
 
 class RenderQueue:
-    def __init__(self, settings: Settings, intake: JobIntake, events: EventSink) -> None:
-        config = settings.config.mqtt
+    def __init__(self, door: FrontDoor) -> None:
+        config = door.config.mqtt
         assert config.render_group is not None and config.fleet is not None
-        self.settings = settings
-        self.intake = intake
-        self.events = events
+        self.door = door
         self.group = config.render_group
         self.topic = f"{config.fleet}/render"
         self.box = box_name(config.base_topic, config.fleet)
@@ -81,7 +77,7 @@ class RenderQueue:
 
     def _submit(self) -> None:
         while (command := self._taken.get()) is not None:
-            self.intake.submit(command, durable=False)
+            self.door.submit(command, durable=False)
 
     def stop(self) -> None:
         """Leaves the group: the jobs still held are handed to the others by their sweep."""
@@ -198,9 +194,7 @@ class RenderQueue:
         try:
             job, command = self._parse(message.payload)
         except CommandError as error:
-            self.events.emit(
-                "rejected", None, id=error.job_id, reason="invalid", message=f"render: {error}"
-            )
+            self.door.reject(f"render: {error}", error.job_id)
             return
         job_id = job["id"]
         with self._lock:
@@ -225,7 +219,7 @@ class RenderQueue:
     def _parse(self, payload: bytes) -> tuple[dict[str, Any], SayCommand]:
         """The job as a `say` that plays nothing and answers under the fleet topic, with an
         id (given here when it has none, so that every copy of it carries the same)."""
-        config = self.settings.config
+        config = self.door.config
         command = parse_say(payload, config.queue.max_payload_bytes)
         if command.output != "publish":
             raise CommandError(

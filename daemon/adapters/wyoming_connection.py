@@ -111,7 +111,7 @@ class WyomingConnection(AsyncEventHandler):
         feeds the reader its end)."""
         try:
             while True:
-                max_bytes = self.speech.settings.config.queue.max_payload_bytes
+                max_bytes = self.speech.config.queue.max_payload_bytes
                 try:
                     event = await read_event(self.reader, max_bytes)
                 except EventRefused as error:
@@ -180,7 +180,7 @@ class WyomingConnection(AsyncEventHandler):
         if stream.ssml and not final:
             return
         end = len(stream.pending) if final else complete_sentences_end(stream.pending)
-        longest = self.speech.settings.config.text.max_sentence_chars
+        longest = self.speech.config.text.max_sentence_chars
         if not final and end == 0 and len(stream.pending) > longest:
             end = stream.pending.rfind(" ", 0, longest) + 1
         text, stream.pending = stream.pending[:end], stream.pending[end:]
@@ -193,7 +193,7 @@ class WyomingConnection(AsyncEventHandler):
             await self.write_event(start.event())
             stream.started = True
         else:
-            pause_s = self.speech.settings.config.audio.sentence_pause_s
+            pause_s = self.speech.config.audio.sentence_pause_s
             pause = np.zeros(int(stream.rate * pause_s), np.float32)
             await self._send(pause, stream.rate)
         await self._send(first, stream.rate)

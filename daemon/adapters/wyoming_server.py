@@ -17,20 +17,19 @@ import logging
 import threading
 
 from daemon.adapters.wyoming_speech import WyomingSpeech
-from daemon.service.settings import Settings
-from daemon.speech.synthesizer import Synthesizer
+from daemon.service.front_door import FrontDoor
 
 log = logging.getLogger(__name__)
 
 
 class WyomingServer(threading.Thread):
-    def __init__(self, uri: str, synthesizer: Synthesizer, settings: Settings) -> None:
+    def __init__(self, uri: str, door: FrontDoor) -> None:
         """As many requests are synthesized at once as the synthesizer admits, the others wait
         their turn; what one client event may carry is bounded by `queue.max_payload_bytes`, as
         MQTT commands are."""
         super().__init__(name="wyoming", daemon=True)
         self.uri = uri
-        self.speech = WyomingSpeech(synthesizer, settings)
+        self.speech = WyomingSpeech(door)
         self.ready = threading.Event()
         self.error: str | None = None
         self._loop: asyncio.AbstractEventLoop | None = None

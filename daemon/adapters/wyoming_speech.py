@@ -9,27 +9,29 @@ from collections.abc import Iterator
 import numpy as np
 
 from daemon import __version__
-from daemon.service.settings import Settings
-from daemon.speech.synthesizer import Synthesizer
+from daemon.config import Config
+from daemon.service.front_door import FrontDoor
 from daemon.voices.base import SpeechOptions
 
 
 class WyomingSpeech:
-    def __init__(self, synthesizer: Synthesizer, settings: Settings) -> None:
-        self.synthesizer = synthesizer
-        self.settings = settings
+    def __init__(self, door: FrontDoor) -> None:
+        self.door = door
+
+    @property
+    def config(self) -> Config:
+        return self.door.config
 
     def info(self):
         from wyoming.info import Attribution, Info, TtsProgram, TtsVoice, TtsVoiceSpeaker
 
         attribution = Attribution(name="fastvoice", url="")
         voices = []
-        for name in self.synthesizer.voices.usable():
-            info = self.synthesizer.voices.get(name).info
+        for info in self.door.voices():
             voices.append(
                 TtsVoice(
-                    name=name,
-                    description=f"{name} ({info.family}, {info.sample_rate} Hz)",
+                    name=info.name,
+                    description=f"{info.name} ({info.family}, {info.sample_rate} Hz)",
                     attribution=attribution,
                     installed=True,
                     version=None,
@@ -54,7 +56,7 @@ class WyomingSpeech:
         """The audio of `text` as `fastvoice say` makes it, in its turn among the requests
         rendered beside the queue."""
         options = SpeechOptions(speaker=int(speaker) if speaker and speaker.isdigit() else speaker)
-        return self.synthesizer.rendered(text, voice, options, ssml=ssml)
+        return self.door.render(text, voice, options, ssml=ssml)
 
     def rate_of(self, voice: str | None) -> int:
-        return self.synthesizer.voices.get(voice).info.sample_rate
+        return self.door.voice_info(voice).sample_rate

@@ -18,11 +18,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    from daemon.config import load_config
+    from daemon.box.config_checks import load_on_box
     from daemon.runtime.artifacts import default_store
     from edge_build.build import build_voices
 
-    config = load_config(args.config)
+    config = load_on_box(args.config)
     store = config.runtime.artifact_dir or default_store()
 
     def progress(text: str) -> None:
@@ -68,13 +68,14 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
+    from daemon.box.config_checks import load_on_box
     from daemon.box.doctor import FAIL, run_checks
-    from daemon.config import config_path_in_use, load_config
+    from daemon.config import config_path_in_use
     from daemon.errors import ConfigError
 
     path = config_path_in_use(args.config)
     try:
-        config, problem = load_config(args.config), f"{path or 'built-in defaults'}: valid"
+        config, problem = load_on_box(args.config), f"{path or 'built-in defaults'}: valid"
     except ConfigError as error:
         config, problem = None, str(error)
     findings = run_checks(config, problem)
@@ -121,13 +122,14 @@ def cmd_devices(args: argparse.Namespace) -> int:
 
 
 def cmd_config_check(args: argparse.Namespace) -> int:
-    from daemon.config import config_path_in_use, read_config_file
+    from daemon.box.config_checks import load_on_box
+    from daemon.config import config_path_in_use
 
     path = args.path or config_path_in_use(args.config)
     if path is None:
         print("no config file given or found; the built-in defaults are valid")
         return 0
-    config = read_config_file(path)
+    config = load_on_box(path)
     print(f"{path}: ok ({len(config.voices)} voice(s), default {config.voice!r})")
     return 0
 

@@ -14,12 +14,12 @@ from daemon.errors import TextError
 def cmd_send(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
-    from daemon.config import load_config
-    from daemon.mqtt.payloads import SayCommand
+    from daemon.box.config_checks import load_on_box
     from daemon.mqtt.send import send
+    from daemon.service.commands import SayCommand
     from daemon.validation import format_validation_error
 
-    config = load_config(args.config)
+    config = load_on_box(args.config)
     say = {"text": read_text(args.text), "priority": args.priority}
     optional = {
         "id": args.id,

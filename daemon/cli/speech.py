@@ -74,13 +74,13 @@ def _say_here(args: argparse.Namespace, text: str) -> int:
     """Loads the voice in this process and speaks (or writes) the text."""
     import itertools
 
-    from daemon.config import load_config
+    from daemon.box.config_checks import load_on_box
     from daemon.service.settings import Settings
     from daemon.speech.cache import phrase_cache
     from daemon.speech.synthesizer import Synthesizer
     from daemon.voices.base import SpeechOptions
 
-    config = load_config(args.config)
+    config = load_on_box(args.config)
     registry, _ = setup(config)
     voice = registry.get(args.voice)
     rate = voice.info.sample_rate
@@ -166,12 +166,12 @@ def _write_raw(blocks: Iterable[np.ndarray]) -> int:
 
 def cmd_text(args: argparse.Namespace) -> int:
     """One line per utterance, as the voice will say it; pauses on lines of their own."""
-    from daemon.config import load_config
+    from daemon.box.config_checks import load_on_box
     from daemon.service.settings import Settings
     from daemon.speech.synthesizer import Synthesizer
     from daemon.text.script import Utterance, describe
 
-    config = load_config(args.config)
+    config = load_on_box(args.config)
     registry, _ = setup(config)
     synthesizer = Synthesizer(registry, Settings(config))
     voice = registry.require(args.voice)

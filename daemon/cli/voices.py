@@ -19,9 +19,9 @@ from daemon.errors import FastvoiceError, VoiceError
 
 
 def cmd_voices(args: argparse.Namespace) -> int:
-    from daemon.config import load_config
+    from daemon.box.config_checks import load_on_box
 
-    config = load_config(args.config)
+    config = load_on_box(args.config)
     registry, reason = setup(config)
     infos = [registry.get(name).info for name in registry.usable()]
     broken = list(registry.broken.values())
@@ -124,11 +124,11 @@ def _installed(config) -> dict[str, Any]:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from daemon.config import load_config
+    from daemon.box.config_checks import load_on_box
     from daemon.voices.bundled import available
     from daemon.voices.registry import voice_configs
 
-    config = load_config(args.config)
+    config = load_on_box(args.config)
     if args.installed:
         rows = _box_rows(config)
     else:
@@ -239,14 +239,14 @@ class _Bars:
 
 
 def cmd_install(args: argparse.Namespace) -> int:
-    from daemon.config import load_config
+    from daemon.box.config_checks import load_on_box
     from daemon.runtime.artifacts import default_store
     from daemon.voices.bundled import is_bundled
     from daemon.voices.catalog import find
     from daemon.voices.install import install, install_bundled
     from daemon.voices.installed import voices_dir
 
-    config = load_config(args.config)
+    config = load_on_box(args.config)
     root = voices_dir(config.catalog.dir)
     for name in filter(is_bundled, args.names):  # nothing to download: they come with an extra
         install_bundled(root, name, config.runtime.artifact_dir or default_store())
@@ -289,10 +289,10 @@ def _build(config, name: str) -> None:
 
 
 def cmd_remove(args: argparse.Namespace) -> int:
-    from daemon.config import load_config
+    from daemon.box.config_checks import load_on_box
     from daemon.voices.install import remove
 
-    config = load_config(args.config)
+    config = load_on_box(args.config)
     for name in args.names:
         if name == config.voice:
             raise VoiceError(
@@ -304,11 +304,11 @@ def cmd_remove(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from daemon.config import load_config
+    from daemon.box.config_checks import load_on_box
     from daemon.runtime.artifacts import default_store
     from daemon.voices.registry import voice_configs
 
-    config = load_config(args.config)
+    config = load_on_box(args.config)
     configs = voice_configs(config)
     installed = _installed(config)
     if args.name not in configs:

@@ -4,7 +4,7 @@ Unknown keys are rejected and every error names its key path and the bad value, 
 typo in a kiosk's config is found at `fastvoice config check` time, not after a reboot.
 Relative paths are resolved against the directory of the file they appear in. One module per
 section of the file; what the keys name on the box (files, voices, sounds) is checked in one
-step after them (daemon.config.checks).
+step after them (daemon.box.config_checks).
 """
 
 from daemon.config.audio import AudioConfig, SoundsConfig

@@ -1,6 +1,6 @@
-"""Finding, reading and validating the config file: the keys first (the models), then what they
-name on the box (daemon.config.checks); either kind of problem is a ConfigError naming the file
-and each key path."""
+"""Finding, reading and validating the config file's keys (the models): a ConfigError names the
+file and each key path. Nothing here looks at what the keys name on the box (files, voices,
+chimes): that is `daemon.box.config_checks`, called by those who use the config here."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from daemon.config.checks import checked
 from daemon.config.model import Config
 from daemon.config.yaml_file import read_yaml
 from daemon.errors import ConfigError
@@ -29,13 +28,9 @@ def parse_config(data: Any, *, base_dir: Path | None = None, source: str = "conf
             f"{source}: the top level must be a mapping of keys, got {type(data).__name__}"
         )
     try:
-        config = Config.model_validate(data, context={"base_dir": base_dir})
+        return Config.model_validate(data, context={"base_dir": base_dir})
     except ValidationError as error:
         raise ConfigError(f"{source}:\n{format_validation_error(error)}") from None
-    config, problems = checked(config)
-    if problems:
-        raise ConfigError(f"{source}:\n" + "\n".join(problems))
-    return config
 
 
 def read_config_file(path: Path) -> Config:

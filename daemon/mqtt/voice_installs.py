@@ -11,8 +11,8 @@ import threading
 from collections.abc import Callable
 
 from daemon.errors import FastvoiceError
-from daemon.mqtt.payloads import CommandError, VoiceInstallCommand, parse_voice_install
 from daemon.service.artifact_build import build_missing_artifacts
+from daemon.service.commands import CommandError, VoiceInstallCommand, parse_voice_install
 from daemon.service.event_sink import EventSink
 from daemon.service.settings import Settings
 

@@ -17,10 +17,11 @@ from daemon.box.files import state_root
 from daemon.config import Config
 from daemon.local_socket import service_socket_path
 from daemon.mqtt.broker import MqttLink, TopicHandler
-from daemon.mqtt.commands import MqttCommands
+from daemon.mqtt.command_topics import MqttCommands
 from daemon.mqtt.voice_installs import VoiceInstalls
 from daemon.runtime.select import create_backend
 from daemon.service.event_sink import EventSink
+from daemon.service.front_door import FrontDoor
 from daemon.service.intake import JobIntake
 from daemon.service.jobs import JobQueue
 from daemon.service.journal import JobJournal
@@ -72,20 +73,20 @@ def build_service(config: Config) -> Service:
     intake = JobIntake(
         settings=settings, voices=voices, queue=queue, journal=journal, events=events, lanes=lanes
     )
-    if config.local.socket and socket_path is not None:
-        local = LocalServer(socket_path, intake.submit, settings, reply_prefix)
-        outbox.local = local
-        events.listeners.append(local.on_event)
-    commands = MqttCommands(
+    door = FrontDoor(
         settings=settings,
         intake=intake,
         queue=queue,
         lanes=lanes,
         player=player,
-        voices=voices,
+        synthesizer=synthesizer,
         events=events,
-        outbox=outbox,
     )
+    if config.local.socket and socket_path is not None:
+        local = LocalServer(socket_path, door, reply_prefix)
+        outbox.routes.append(local.deliver)
+        door.listen(local.on_event)
+    commands = MqttCommands(door, outbox)
 
     fleet = Fleet(config.mqtt, commands.handlers(), outbox.publish)
     scheduler = Scheduler(
@@ -94,25 +95,24 @@ def build_service(config: Config) -> Service:
     external: dict[str, TopicHandler] = fleet.subscriptions()
     render = None
     if config.mqtt.render_group is not None:  # the config made sure of a fleet topic
-        render = RenderQueue(settings, intake, events)
-        events.listeners.append(render.on_event)
+        render = RenderQueue(door)
+        door.listen(render.on_event)
     discovery = None
     if config.homeassistant.discovery:
         discovery = HomeAssistantDiscovery(config, outbox.publish, voices.usable)
         external.update(discovery.subscriptions())
     if config.hermes.enabled:
-        hermes = HermesTts(settings, intake.submit, outbox.publish)
+        hermes = HermesTts(settings, door.submit, outbox.publish)
         external.update(hermes.subscriptions())
-        events.listeners.append(hermes.on_event)
+        door.listen(hermes.on_event)
     wyoming = None
     if config.wyoming.uri is not None:
-        wyoming = WyomingServer(config.wyoming.uri, synthesizer, settings)
+        wyoming = WyomingServer(config.wyoming.uri, door)
 
     http = None
     address = config.http.address()
     if address is not None:
-        http = _http_server(address, config, settings, intake, commands, queue, lanes,
-                            synthesizer, events, lambda: service)  # fmt: skip
+        http = _http_server(address, config, door, events, lambda: service)
 
     def on_online() -> None:  # the broker (re)connected: the service republishes its state
         service.on_online()
@@ -122,7 +122,7 @@ def build_service(config: Config) -> Service:
     )
     handlers = {**commands.handlers(), **installs.handlers()}
     link = MqttLink(config.mqtt, handlers, on_online, external)
-    outbox.link = link
+    outbox.attach(link.publish)
     service = Service(
         settings=settings,
         backend_reason=backend_reason,
@@ -152,12 +152,7 @@ def build_service(config: Config) -> Service:
 def _http_server(
     address: tuple[str, int],
     config: Config,
-    settings: Settings,
-    intake: JobIntake,
-    commands: MqttCommands,
-    queue: JobQueue,
-    lanes: list[Lane],
-    synthesizer: Synthesizer,
+    door: FrontDoor,
     events: EventSink,
     service: Callable[[], Service],
 ) -> HttpServer:
@@ -168,16 +163,11 @@ def _http_server(
 
     token = config.http.token()
     ports = HttpPorts(
-        settings=settings,
-        intake=intake,
-        commands=commands,
-        queue=queue,
-        lanes=lanes,
-        synthesizer=synthesizer,
+        door=door,
         status=lambda: service().info(),
         metrics=Metrics(lambda: service().metrics_state()),
         token=None if token is None else token.get_secret_value(),
     )
-    events.listeners.append(ports.watchers.on_event)
+    door.listen(ports.watchers.on_event)
     events.observers.append(ports.metrics.observe)
     return HttpServer(address, ports)

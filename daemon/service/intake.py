@@ -10,7 +10,7 @@ from typing import Any
 
 from daemon.audio.sounds import SoundLibrary
 from daemon.errors import FastvoiceError
-from daemon.mqtt.payloads import SayCommand
+from daemon.service.commands import SayCommand
 from daemon.service.event_sink import EventSink
 from daemon.service.jobs import DuplicateJob, Job, JobQueue, QueueFull
 from daemon.service.journal import JobJournal

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from daemon.mqtt.payloads import PRIORITY_RANK, SayCommand
+from daemon.service.commands import PRIORITY_RANK, SayCommand
 
 SEEN_IDS = 4096
 

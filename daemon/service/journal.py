@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from daemon.box.files import replaced_atomically
-from daemon.mqtt.payloads import SayCommand
+from daemon.service.commands import SayCommand
 
 log = logging.getLogger(__name__)
 

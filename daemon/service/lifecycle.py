@@ -22,7 +22,7 @@ from daemon.box import sdnotify
 from daemon.box.clock import clock_state
 from daemon.errors import FastvoiceError, VoiceError, error_text
 from daemon.mqtt.broker import MqttLink
-from daemon.mqtt.commands import MqttCommands
+from daemon.mqtt.command_topics import MqttCommands
 from daemon.service.artifact_build import build_missing_artifacts
 from daemon.service.event_sink import EventSink
 from daemon.service.intake import JobIntake
@@ -195,12 +195,12 @@ class Service:
         self.refresh_voices(announce=False)
         if "voice" in changed:
             self.voices.default = config.voice
-            self.commands.publish_voice()
+            self.commands.publish("voice")
         if any(key.startswith("audio.") for key in changed):
             self.player.apply(config.audio)
         if "audio.volume" in changed:
             self.player.volume = config.audio.volume
-            self.commands.publish_volume()
+            self.commands.publish("volume")
         if "queue.max_jobs" in changed:
             self.queue.max_jobs = config.queue.max_jobs
         if "cache.max_mb" in changed and self.cache is not None:

@@ -12,7 +12,7 @@ from datetime import datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
 from daemon.config import Config, QuietWindow
-from daemon.mqtt.payloads import PRIORITY_RANK
+from daemon.service.commands import PRIORITY_RANK
 
 WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from daemon.box.files import replaced_atomically
 from daemon.config import ScheduleEntry
 from daemon.errors import FastvoiceError
-from daemon.mqtt.payloads import SayCommand
+from daemon.service.commands import SayCommand
 from daemon.service.quiet_hours import local_now
 from daemon.service.settings import Settings
 from daemon.speech.synthesizer import Synthesizer

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from daemon.config import Config, HttpConfig, WyomingConfig, config_path_in_use, load_config
+from daemon.box.config_checks import load_on_box
+from daemon.config import Config, HttpConfig, WyomingConfig, config_path_in_use
 from daemon.service.composition import build_service
 from daemon.service.supervisor import Supervisor
 
@@ -24,7 +25,7 @@ def serve(
     def load() -> Config:
         """The file, with `--wyoming` and `--http` over it (a reload reads the file again: the
         options stay)."""
-        config = load_config(path)
+        config = load_on_box(path)
         if wyoming is not None:
             config = config.model_copy(update={"wyoming": WyomingConfig.checked(wyoming)})
         if http is not None:

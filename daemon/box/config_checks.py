@@ -1,7 +1,8 @@
 """What the config names on the box, checked once its keys are valid: the lexicon file (read
 and merged here), the voices named anywhere (configured or installed), the chimes in the sounds
 directory, the TLS files, where the secrets come from. Each problem is one line with its key
-path; the models themselves never touch the filesystem."""
+path; the models themselves never touch the filesystem. Called by those who use the config on
+this box (`serve`, `say`, `config check`, `doctor`, ...), after `daemon.config` parsed it."""
 
 from __future__ import annotations
 
@@ -10,12 +11,28 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from daemon.config.loading import config_path_in_use, load_config
 from daemon.config.model import Config
 from daemon.config.secrets import source_problem
 from daemon.config.text import LexiconConfig
 from daemon.config.yaml_file import read_yaml
 from daemon.errors import ConfigError
 from daemon.validation import format_validation_error
+
+
+def load_on_box(explicit: Path | None = None) -> Config:
+    """The config in use (`load_config`), checked on the box (`on_box`)."""
+    path = config_path_in_use(explicit)
+    return on_box(load_config(path), "config" if path is None else str(path))
+
+
+def on_box(config: Config, source: str = "config") -> Config:
+    """The config as this box uses it (its lexicon file merged in); a ConfigError naming every
+    problem found on the box, each with its key path (`source` names the file)."""
+    config, problems = checked(config)
+    if problems:
+        raise ConfigError(f"{source}:\n" + "\n".join(problems))
+    return config
 
 
 def checked(config: Config) -> tuple[Config, list[str]]:

@@ -1,7 +1,6 @@
-"""MQTT command payloads: bytes from the network → validated commands, or an error naming it.
-
-Nothing here touches the queue or the broker; it only decides what a payload means.
-"""
+"""The commands the service takes (say, stop, volume, pause, voice), as every interface writes
+them (JSON: MQTT, HTTP, the local socket, the render queue): bytes → a validated command, or an
+error naming the problem. Transport-neutral: nothing here touches the queue or the broker."""
 
 from __future__ import annotations
 
