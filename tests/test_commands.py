@@ -159,3 +159,27 @@ def test_paused_queue_hands_out_nothing():
     assert queue.get(timeout=0.01) is None
     queue.set_paused(False)
     assert queue.get(timeout=0).command.text == "a"
+
+
+def test_a_job_carries_its_text_prepared_once_and_is_spoken_from_it(synthesizer, monkeypatch):
+    """The intake prepares a job's text to check it; the lane speaks that script, not the text
+    prepared a second time (counted where the synthesizer prepares text)."""
+    from daemon.speech import synthesizer as synthesizer_module
+    from tests.daemon_helpers import front_door_of
+
+    outbox_messages = []
+    door = front_door_of(synthesizer)
+    door._events.outbox.attach(lambda topic, payload, retain: outbox_messages.append(topic))
+    assert door.submit(parse_say(b"Gate B12 at 10:45 am.", LIMIT)) is None
+    (job,) = door._queue.snapshot()
+    assert job.script == synthesizer.script("Gate B12 at 10:45 am.")
+    prepared = []
+    real_prepare = synthesizer_module.prepare
+    monkeypatch.setattr(
+        synthesizer_module, "prepare", lambda *a, **k: prepared.append(a) or real_prepare(*a, **k)
+    )
+    command = job.command
+    pieces = list(synthesizer.synthesize(command.text, command.voice, script=job.script))
+    assert any(not piece.silence for piece in pieces) and prepared == []
+    list(synthesizer.synthesize(command.text, command.voice))
+    assert len(prepared) == 1  # a recovered job, with no script, is prepared where it is spoken

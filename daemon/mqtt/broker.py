@@ -84,18 +84,14 @@ def connect_once(client, config: MqttConfig) -> None:
 
 
 class MqttLink:
-    def __init__(
-        self,
-        config: MqttConfig,
-        handlers: dict[str, Handler],
-        on_online: Callable[[], None],
-        external: dict[str, TopicHandler] | None = None,
-    ) -> None:
+    def __init__(self, config: MqttConfig) -> None:
+        """Made before the parts that publish; they add their topics (`route`, `subscribe`)
+        and what to do on each (re)connection (`online_listeners`) before `start`."""
         self.config = config
         self.base = config.base_topic
-        self.handlers = handlers
-        self.external = external or {}
-        self.on_online = on_online
+        self.handlers: dict[str, Handler] = {}
+        self.external: dict[str, TopicHandler] = {}
+        self.online_listeners: list[Callable[[], None]] = []
         self.connected = False
         self._stopping = False  # a clean stop's disconnect is not a lost connection
         self.client_id = default_client_id(config)
@@ -112,7 +108,15 @@ class MqttLink:
         self._last_failure: str | None = None
         self._socket_error: str | None = None
         self.client.on_message = self._on_message
-        for topic_filter, handler in self.external.items():
+
+    def route(self, handlers: dict[str, Handler]) -> None:
+        """Handlers of topics under the base topic, by suffix (`say`, `voices/install`)."""
+        self.handlers.update(handlers)
+
+    def subscribe(self, external: dict[str, TopicHandler]) -> None:
+        """Handlers of topics outside the base topic, by filter (wildcards allowed)."""
+        self.external.update(external)
+        for topic_filter, handler in external.items():
             self.client.message_callback_add(topic_filter, self._external_callback(handler))
 
     def topic(self, suffix: str) -> str:
@@ -151,7 +155,11 @@ class MqttLink:
         topics = [self.topic(suffix) for suffix in self.handlers] + list(self.external)
         client.subscribe([(topic, self.config.qos) for topic in topics])
         client.publish(self.topic("status"), "online", qos=1, retain=True)
-        self.on_online()
+        for listener in self.online_listeners:
+            try:
+                listener()
+            except Exception:
+                log.exception("a part failed on the broker's (re)connection")
 
     def _on_connect_fail(self, _client, _userdata) -> None:
         # paho calls this from inside its `except OSError` block: the error is the current one.

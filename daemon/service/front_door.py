@@ -108,7 +108,7 @@ class FrontDoor:
 
     def set_volume(self, volume: float) -> None:
         self._player.volume = volume
-        self._changed("volume")
+        self.changed("volume")
 
     @property
     def paused(self) -> bool:
@@ -118,7 +118,7 @@ class FrontDoor:
         """Pauses what is playing and the queue; jobs keep being accepted."""
         self._queue.set_paused(paused)
         self._player.paused = paused
-        self._changed("pause")
+        self.changed("pause")
 
     @property
     def default_voice(self) -> str:
@@ -129,9 +129,10 @@ class FrontDoor:
         speak."""
         self._voices.require(name)
         self._voices.default = name
-        self._changed("voice")
+        self.changed("voice")
 
-    def _changed(self, part: str) -> None:
+    def changed(self, part: str) -> None:
+        """Tells the state listeners that `part` changed ("volume", "pause" or "voice")."""
         for listener in self.state_listeners:
             try:
                 listener(part)

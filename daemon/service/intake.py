@@ -62,7 +62,7 @@ class JobIntake:
             lead_s = self.settings.config.queue.sync_lead_s
             update["at"] = round((time.time() + lead_s) * 1000)
         command = command.model_copy(update=update)
-        job = Job(command)
+        job = Job(command, script=script)
         if self.journal is not None and durable:  # before the queue: a lane may end it at once
             job.journal = self.journal.record(command, time.time())
         quiet = None if publish_only(job) else quiet_for(self.settings.config)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from daemon.service.commands import PRIORITY_RANK, SayCommand
+from daemon.text.script import Script
 
 SEEN_IDS = 4096
 
@@ -27,6 +28,9 @@ class Job:
     audio_s: float = 0.0
     cache_hit: bool = False
     journal: Path | None = None  # its entry in the job journal until it ends
+    # Its text as prepared when it was accepted (None for a job recovered from the journal):
+    # the lane speaks this, not the text prepared a second time.
+    script: Script | None = None
 
     @property
     def id(self) -> str:

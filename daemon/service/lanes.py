@@ -145,7 +145,7 @@ class Lane(threading.Thread):
             volume = min(volume, cap / self.player.volume)
         options = SpeechOptions(speaker=command.speaker, volume=volume)
         chunks = self.synthesizer.synthesize(
-            command.text, command.voice, options, chime=command.chime
+            command.text, command.voice, options, chime=command.chime, script=job.script
         )
         while True:
             started = time.monotonic()

@@ -104,14 +104,16 @@ class Synthesizer:
         ssml: bool = False,
         chime: str | None = None,
         streamed: bool = True,
+        script: Script | None = None,
     ) -> Iterator[AudioPiece]:
         """Yields pieces as they are made, `chime` (a sound's name) first. Bad text, voice or
         sound raises before any audio. `streamed`: someone waits for the first audio (a
         speaker, a stream), so the opening sentence may start with a short phrase; a file
-        written whole waits only for the whole."""
+        written whole waits only for the whole. `script`: `text` already prepared (a queued
+        job's, prepared when it was accepted)."""
         options = replace(options or SpeechOptions(), opening=streamed)
         with self.voices.backend.request():
-            yield from self._synthesize(text, voice, options, ssml, chime)
+            yield from self._synthesize(text, voice, options, ssml, chime, script)
 
     def _synthesize(
         self,
@@ -120,8 +122,10 @@ class Synthesizer:
         options: SpeechOptions,
         ssml: bool,
         chime: str | None,
+        script: Script | None,
     ) -> Iterator[AudioPiece]:
-        script = self.script(text, voice, ssml=ssml)
+        if script is None:
+            script = self.script(text, voice, ssml=ssml)
         chosen = self.voices.get(voice)
         rate = chosen.info.sample_rate
         gain = np.float32(options.volume)
