@@ -94,6 +94,7 @@ class GpuSteps:
         status = ("rebuilt: " + "; ".join(problems)) if problems else "built"
         return BuildResult(voice, label, status, directory, _since(started)), artifact
 
+    # Over 60 lines: one build step and each way it can end (kept, built, refused, failed).
     def engine(
         self, *, voice: str, stage: str, source: Path, part: str, graph: Path, fp16: Path | None
     ) -> BuildResult:

@@ -43,6 +43,7 @@ def takes_static_int8(node_name: str) -> bool:
     return node_name.startswith(DECODER) and (in_resblock or "/noise_res." in node_name)
 
 
+# Over 60 lines: one graph rewrite, read top to bottom as the nodes it builds.
 def folded_to_fp32(model, chosen: Callable[[str], bool]):
     """`model` with each chosen ConvInteger/MatMulInteger (and the dynamic quantization around
     it) replaced by the Conv/MatMul it stands for, and each chosen DynamicQuantizeLSTM by its

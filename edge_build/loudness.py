@@ -16,7 +16,8 @@ from daemon.config import VitsVoiceConfig
 from daemon.runtime.ort_cpu import OrtCpuBackend
 from daemon.voices import loudness
 from daemon.voices.base import SpeechOptions, Voice
-from daemon.voices.vits import VitsVoice, loudness_record, voice_files
+from daemon.voices.piper_files import loudness_record, voice_files
+from daemon.voices.vits import VitsVoice
 from edge_build.artifact_writer import BuildResult
 
 # Announcement-like sentences, read in each language; numbers where there are none (espeak-ng

@@ -15,6 +15,7 @@ import numpy as np
 TAPS = 3  # frames n-1, n, n+1
 
 
+# Over 60 lines: one graph rewrite, read top to bottom as the nodes it builds.
 def polyphase_upsampling(model) -> int:
     """Rewrites `model` (an onnx ModelProto) in place; returns how many nodes it rewrote."""
     from onnx import helper, numpy_helper

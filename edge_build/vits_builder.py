@@ -19,7 +19,8 @@ from daemon.parts import WHOLE
 from daemon.runtime.artifacts import Artifact
 from daemon.runtime.ort_cpu import OrtCpuBackend
 from daemon.voices import loudness
-from daemon.voices.vits import VitsVoice, voice_files
+from daemon.voices.piper_files import voice_files
+from daemon.voices.vits import VitsVoice
 from edge_build.artifact_writer import BuildResult
 from edge_build.loudness import build_loudness, record_for
 from edge_build.ort_optimize import build_ort_artifact

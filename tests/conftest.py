@@ -143,10 +143,20 @@ def run_cli(*args: str, env: dict[str, str] | None = None, stdin: bytes | None =
     )
 
 
+# Fixtures that start real servers or devices: a test that uses one is in the slow tier.
+SLOW_FIXTURES = {"broker", "catalog_server", "alsa", "capture"}
+
+
 def pytest_collection_modifyitems(config, items) -> None:
-    """The `cosyvoice` tests need PyTorch, which only the export environment has: they run when
-    asked for by marker (`-m cosyvoice`, as `.ci/run` does there), where a missing package fails
-    them, and are left out of every other run rather than skipped."""
+    """Tests that start a service, a broker, a server, a browser or a build are marked `slow`
+    (by marker, or by the fixtures they use): `pytest -m "not slow"` is the fast tier a
+    developer runs on every change. The `cosyvoice` tests need PyTorch, which only the export
+    environment has: they run when asked for by marker (`-m cosyvoice`, as `.ci/run` does
+    there), where a missing package fails them, and are left out of every other run rather
+    than skipped."""
+    for item in items:
+        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
     wanted = "cosyvoice" in (config.getoption("markexpr") or "")
     if wanted:
         return

@@ -163,3 +163,23 @@ def test_adapters_go_through_the_front_door():
     adapters = [m for m in graph if m.startswith(("daemon.adapters.", "daemon.mqtt."))]
     reached = {(m, t) for m in adapters for t in graph[m] if t in INTERNALS}
     assert reached == set()
+
+
+LONG = 60
+REASON = "# Over 60 lines:"
+
+
+def test_no_function_over_60_lines_without_its_reason_written_above_it():
+    unexplained = []
+    for package in PACKAGES:
+        for path in (REPO / package).rglob("*.py"):
+            lines = path.read_text(encoding="utf-8").splitlines()
+            for node in ast.walk(ast.parse("\n".join(lines))):
+                if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                    continue
+                if node.end_lineno - node.lineno + 1 <= LONG:
+                    continue
+                first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+                if not lines[first - 2].strip().startswith(REASON):
+                    unexplained.append(f"{path.relative_to(REPO)}:{node.lineno} {node.name}")
+    assert unexplained == []

@@ -15,7 +15,8 @@ from daemon.errors import BackendError, GpuOutOfMemory
 from daemon.runtime.artifacts import find_artifact
 from daemon.runtime.ort_cpu import ARTIFACT_KIND, ARTIFACT_OPTIONS, OrtCpuBackend
 from daemon.voices.base import SpeechOptions
-from daemon.voices.vits import VitsVoice, voice_files
+from daemon.voices.piper_files import voice_files
+from daemon.voices.vits import VitsVoice
 from edge_build.build import build_voices, missing_artifacts
 from edge_build.ort_optimize import build_ort_artifact
 from edge_build.vits_builder import build_parts

@@ -22,7 +22,8 @@ from daemon.runtime.profiles import graph_inputs, profile_ladder
 from daemon.runtime.select import create_backend
 from daemon.runtime.trt_engines import ENGINE_FILE, engine_problem, find_engine
 from daemon.voices.base import SpeechOptions
-from daemon.voices.vits import VitsVoice, voice_files
+from daemon.voices.piper_files import voice_files
+from daemon.voices.vits import VitsVoice
 from edge_build.build import build_cpu_voices, build_gpu_voices
 from edge_build.precision import GPU_FP32_OPS
 from edge_build.vits_split import split_graphs

@@ -12,6 +12,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from daemon.box.config_checks import on_box
 from daemon.config import parse_config
 from daemon.errors import ConfigError
 from daemon.service.scheduler import next_runs, runs_between
@@ -68,8 +69,9 @@ def test_runs_are_in_order_across_schedules():
     ],
 )
 def test_a_broken_schedule_is_named_by_its_key(entry, message):
+    """By the models, or by the checks of what it names on the box (a voice, a chime)."""
     with pytest.raises(ConfigError, match=message):
-        parse_config({"schedules": [entry]})
+        on_box(parse_config({"schedules": [entry]}))
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ import pytest
 import soundfile
 
 from daemon.audio.sounds import BUILT_IN, PEAK_LIMIT, TARGET_RMS, SoundLibrary
+from daemon.box.config_checks import on_box
 from daemon.config import parse_config
 from daemon.errors import ConfigError, SoundError, TextError
 from daemon.service.settings import Settings
@@ -82,7 +83,7 @@ def test_unknown_unreadable_and_too_long_sounds_are_named(tmp_path):
 
 def test_config_names_a_chime_that_does_not_exist_by_its_key():
     with pytest.raises(ConfigError, match=r"sounds\.chime_by_priority\.high: unknown sound 'bell'"):
-        parse_config({"sounds": {"chime_by_priority": {"high": "bell"}}})
+        on_box(parse_config({"sounds": {"chime_by_priority": {"high": "bell"}}}))
 
 
 @pytest.fixture

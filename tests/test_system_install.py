@@ -224,3 +224,41 @@ def test_an_installed_package_finds_its_templates_under_its_prefix(tmp_path, mon
     assert system_install.shipped("systemd/fastvoice.service") == share / "fastvoice.service"
     with pytest.raises(system_install.InstallError, match=r"config/cpu\.yaml is not installed"):
         system_install.shipped("config/cpu.yaml")
+
+
+def test_the_wheel_ships_the_benchmark_and_its_copy_runs_away_from_the_checkout(tmp_path):
+    """`fastvoice bench` on an installed box runs <prefix>/share/fastvoice/tools/bench.py: the
+    wheel carries it and the scripts it imports, and that copy runs with no checkout near."""
+    import zipfile
+
+    from tests.conftest import REPO
+
+    built = subprocess.run(
+        [
+            *(sys.executable, "-m", "pip", "wheel", str(REPO)),
+            *("--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path / "wheel")),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert built.returncode == 0, built.stderr
+    (wheel,) = (tmp_path / "wheel").glob("fastvoice-*.whl")
+    prefix = tmp_path / "prefix"
+    with zipfile.ZipFile(wheel) as archive:
+        for name in archive.namelist():
+            data = name.split(".data/data/", 1)
+            if len(data) == 2 and data[1].startswith("share/fastvoice/tools/"):
+                (prefix / data[1]).parent.mkdir(parents=True, exist_ok=True)
+                (prefix / data[1]).write_bytes(archive.read(name))
+    tools = prefix / "share" / "fastvoice" / "tools"
+    assert {p.name for p in tools.glob("*.py")} >= {"bench.py", "bench_worker.py"}
+    ran = subprocess.run(
+        [sys.executable, str(tools / "bench.py"), "--help"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert "--only" in ran.stdout

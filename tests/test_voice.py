@@ -10,8 +10,9 @@ from daemon.config import VitsVoiceConfig, parse_config
 from daemon.errors import BackendError, TextError, VoiceError
 from daemon.runtime.ort_cpu import OrtCpuBackend, physical_cores_available
 from daemon.voices.base import SpeechOptions
+from daemon.voices.piper_files import voice_files
 from daemon.voices.registry import VoiceRegistry
-from daemon.voices.vits import VitsVoice, voice_files
+from daemon.voices.vits import VitsVoice
 
 SILENT_NOISE = SpeechOptions(noise_scale=0.0, noise_w=0.0)
 TEXTS = [

@@ -381,7 +381,7 @@ def main() -> None:
     parser.add_argument(
         "--max-clients", type=int, default=16, help="concurrency levels 1, 2, 4, ... up to this"
     )
-    parser.add_argument("--out", type=Path, default=REPO / "bench-out")
+    parser.add_argument("--out", type=Path, default=Path("bench-out"))
     parser.add_argument(
         "--backend",
         default="auto",

@@ -32,6 +32,7 @@ def node_id(config: Config) -> str:
     return configured or re.sub(r"[^A-Za-z0-9_-]", "_", socket.gethostname()) or "fastvoice"
 
 
+# Over 60 lines: a table, one entity's discovery payload per entry.
 def discovery_configs(config: Config, voices: list[str]) -> dict[str, dict[str, Any]]:
     """Topic → retained config payload, for every entity of this box (`voices`: the select's
     options, installed voices included)."""

@@ -298,69 +298,13 @@ class Player:
         buffer = _BoundedBuffer(
             int(target.sample_rate * self.buffer_s), int(target.sample_rate * self.prefill_s)
         )
-        done = threading.Event()
-        drained = threading.Event()  # set by the callback when it ended because all was played
         self._buffer = buffer
-
-        def finished() -> None:
-            # Also called when the device dies (unplugged, its sound server gone): then the
-            # producer must not wait on a buffer nobody reads any more.
-            done.set()
-            buffer.close(discard=not drained.is_set())
-
-        # The instant, until the buffer it falls in has been found; None: play at once.
-        start: list[float | None] = [start_at]
-        late_by: list[float] = []  # the stream came up after the instant: by how much
-
-        def callback(outdata, frames, times, _status) -> None:
-            if self.paused:
-                outdata.fill(0.0)
-                return
-            mono = outdata[:, 0]
-            if start[0] is not None:
-                # The stream's clock and the wall clock read together: the instant on the
-                # former, against when this buffer reaches the converter.
-                instant = start[0] - time.time() + times.currentTime
-                at_converter = times.outputBufferDacTime or times.currentTime
-                silent = round((instant - at_converter) * target.sample_rate)
-                if silent >= frames:
-                    outdata.fill(0.0)
-                    return
-                start[0] = None
-                if silent < 0:
-                    late_by.append(-silent / target.sample_rate)
-                mono[: max(0, silent)] = 0.0
-                mono = mono[max(0, silent) :]
-                frames -= max(0, silent)
-            written = buffer.take_into(mono)
-            mono[written:] = 0.0
-            if self.volume != 1.0:
-                mono *= self.volume
-            if written < frames and buffer.drained:
-                drained.set()
-                raise sd.CallbackStop
-
+        feed = _DeviceFeed(self, buffer, start_at, target.sample_rate, sd.CallbackStop)
         # The first block is made before the device is opened: a running stream's callback
         # (silence until the prefill is there) would compete with the voice for the cores.
         blocks = iter(blocks)
         first = next(blocks, None)
-        try:
-            stream = sd.OutputStream(
-                samplerate=target.sample_rate,
-                device=target.device,
-                channels=1,
-                dtype="float32",
-                blocksize=self.blocksize,
-                latency="high",
-                callback=callback,
-                finished_callback=finished,
-            )
-        except sd.PortAudioError as error:
-            raise AudioDeviceError(
-                f"cannot open audio device {target.name!r} at {target.sample_rate} Hz: {error}; "
-                f"or {self.hint}"
-            ) from None
-        with stream:
+        with self._open_stream(sd, target, feed):
             for block in itertools.chain([] if first is None else [first], blocks):
                 if resampler is not None:
                     block = resampler.resample_chunk(block)
@@ -369,18 +313,36 @@ class Player:
             if resampler is not None and not self._stopped.is_set():
                 buffer.put(resampler.resample_chunk(np.zeros(0, dtype=np.float32), last=True))
             buffer.close(discard=self._stopped.is_set())
-            done.wait()
+            feed.done.wait()
         self._buffer = None
-        if late_by:
+        if feed.late_by is not None:
             log.warning(
-                "the audio stream came up %.0f ms after the start instant", late_by[0] * 1e3
+                "the audio stream came up %.0f ms after the start instant", feed.late_by * 1e3
             )
-        if not drained.is_set() and not self._stopped.is_set():
+        if not feed.drained.is_set() and not self._stopped.is_set():
             raise AudioDeviceError(
                 f"audio device {target.name!r} stopped in the middle of playback "
                 "(unplugged, or its sound server went away)"
             )
         return not self._stopped.is_set()
+
+    def _open_stream(self, sd, target: OutputTarget, feed: _DeviceFeed):
+        try:
+            return sd.OutputStream(
+                samplerate=target.sample_rate,
+                device=target.device,
+                channels=1,
+                dtype="float32",
+                blocksize=self.blocksize,
+                latency="high",
+                callback=feed.callback,
+                finished_callback=feed.finished,
+            )
+        except sd.PortAudioError as error:
+            raise AudioDeviceError(
+                f"cannot open audio device {target.name!r} at {target.sample_rate} Hz: {error}; "
+                f"or {self.hint}"
+            ) from None
 
     def stop(self) -> None:
         """Ends the current playback now, dropping what was buffered (and its file)."""
@@ -394,3 +356,60 @@ def _keeping(blocks: Iterable[np.ndarray], kept: list[np.ndarray]) -> Iterator[n
     for block in blocks:
         kept.append(block)
         yield block
+
+
+class _DeviceFeed:
+    """PortAudio's side of one playback: its callback fills each device buffer from the
+    bounded buffer (silence while paused, and up to the sample a start instant falls on, placed
+    by PortAudio's time of each buffer at the converter), at the player's volume."""
+
+    def __init__(
+        self,
+        player: Player,
+        buffer: _BoundedBuffer,
+        start_at: float | None,
+        sample_rate: int,
+        callback_stop: type[Exception],
+    ) -> None:
+        self.player = player
+        self.buffer = buffer
+        self.start_at = start_at  # None once the buffer it falls in was found
+        self.sample_rate = sample_rate
+        self.callback_stop = callback_stop
+        self.done = threading.Event()
+        self.drained = threading.Event()  # the stream ended because all was played
+        self.late_by: float | None = None  # the stream came up after the instant: by how much
+
+    def finished(self) -> None:
+        # Also called when the device dies (unplugged, its sound server gone): then the
+        # producer must not wait on a buffer nobody reads any more.
+        self.done.set()
+        self.buffer.close(discard=not self.drained.is_set())
+
+    def callback(self, outdata, frames, times, _status) -> None:
+        if self.player.paused:
+            outdata.fill(0.0)
+            return
+        mono = outdata[:, 0]
+        if self.start_at is not None:
+            # The stream's clock and the wall clock read together: the instant on the
+            # former, against when this buffer reaches the converter.
+            instant = self.start_at - time.time() + times.currentTime
+            at_converter = times.outputBufferDacTime or times.currentTime
+            silent = round((instant - at_converter) * self.sample_rate)
+            if silent >= frames:
+                outdata.fill(0.0)
+                return
+            self.start_at = None
+            if silent < 0:
+                self.late_by = -silent / self.sample_rate
+            mono[: max(0, silent)] = 0.0
+            mono = mono[max(0, silent) :]
+            frames -= max(0, silent)
+        written = self.buffer.take_into(mono)
+        mono[written:] = 0.0
+        if self.player.volume != 1.0:
+            mono *= self.player.volume
+        if written < frames and self.buffer.drained:
+            self.drained.set()
+            raise self.callback_stop

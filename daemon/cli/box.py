@@ -56,12 +56,13 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    """The side-by-side benchmark lives with the operator's tools in the source checkout."""
+    """The side-by-side benchmark: tools/bench.py of the source checkout, or the copy the
+    package installed under <prefix>/share/fastvoice."""
     import runpy
 
-    script = Path(__file__).resolve().parents[2] / "tools" / "bench.py"
-    if not script.is_file():
-        raise FastvoiceError(f"{script} not found: `fastvoice bench` runs from a source checkout")
+    from daemon.box.system_install import shipped
+
+    script = shipped("tools/bench.py")
     sys.argv = [str(script), *args.bench_args]
     runpy.run_path(str(script), run_name="__main__")
     return 0
@@ -134,6 +135,7 @@ def cmd_config_check(args: argparse.Namespace) -> int:
     return 0
 
 
+# Over 60 lines: a table, the commands and their options as `--help` lists them.
 def add_commands(commands, common: argparse.ArgumentParser) -> None:
     """Every command of the box."""
     serve = commands.add_parser(

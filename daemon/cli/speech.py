@@ -16,6 +16,10 @@ from daemon.errors import AudioDeviceError, FastvoiceError, TextError
 if TYPE_CHECKING:
     import numpy as np
 
+    from daemon.audio.player import Player
+    from daemon.config import Config
+    from daemon.voices.base import Voice
+
 # `say` options the service's queue does not take: with any of them, `say` speaks on its own.
 LOCAL_ONLY_OPTIONS = (
     "raw",
@@ -84,16 +88,7 @@ def _say_here(args: argparse.Namespace, text: str) -> int:
     registry, _ = setup(config)
     voice = registry.get(args.voice)
     rate = voice.info.sample_rate
-    player = None
-    if args.output is None and not args.raw:
-        from daemon.audio.player import NO_DEVICE_HINT, Player
-        from daemon.config.audio import NO_DEVICE
-
-        player = Player.from_config(config.audio, device=args.device)
-        if player.device == NO_DEVICE:
-            raise AudioDeviceError(f"audio.device is none (no sound card); {NO_DEVICE_HINT}")
-        target = player.target(rate)
-        log.info("playing on %s at %d Hz", target.name, target.sample_rate)
+    player = None if args.output is not None or args.raw else _player(config, args.device, rate)
     options = SpeechOptions(
         speaker=args.speaker,
         length_scale=args.length_scale,
@@ -104,14 +99,7 @@ def _say_here(args: argparse.Namespace, text: str) -> int:
     cache = None if args.no_cache else phrase_cache(config.cache)
     chime = config.sounds.chime_for(args.chime, args.priority)
     if args.captions is not None:
-        from daemon.speech.captions import form_of
-
-        form_of(args.captions)  # a name that gives no format is refused before any audio
-        if not voice.times_words:
-            raise FastvoiceError(
-                f"voice {voice.info.name!r} gives no word timings for --captions: they come "
-                "from its encoder artifact (run `fastvoice build`)"
-            )
+        _check_captions(args.captions, voice)
     synthesizer = Synthesizer(registry, Settings(config), cache)
     streamed = player is not None or args.raw  # a WAV file is written whole
     chunks = synthesizer.synthesize(text, voice.info.name, options, chime=chime, streamed=streamed)
@@ -122,13 +110,7 @@ def _say_here(args: argparse.Namespace, text: str) -> int:
     if args.raw:
         _write_raw(blocks)
     elif player is None:
-        from daemon.audio.wav import write_wav
-
-        try:
-            frames = write_wav(args.output, blocks, rate)
-        except OSError as error:
-            raise FastvoiceError(f"cannot write {args.output}: {error.strerror or error}") from None
-        log.info("wrote %s: %.2f s at %d Hz", args.output, frames / rate, rate)
+        _write_file(args.output, blocks, rate)
     else:
         try:
             player.play(blocks, rate)
@@ -141,6 +123,43 @@ def _say_here(args: argparse.Namespace, text: str) -> int:
         captions.save(args.captions, captions.cues(_written(text), clock.words))
         log.info("wrote %s: %d cues", args.captions, len(clock.words))
     return 0
+
+
+def _player(config: Config, device: str | int | None, rate: int) -> Player:
+    """The box's player (`--device` over `audio.device`); refused where the config says there
+    is no sound card."""
+    from daemon.audio.player import NO_DEVICE_HINT, Player
+    from daemon.config.audio import NO_DEVICE
+
+    player = Player.from_config(config.audio, device=device)
+    if player.device == NO_DEVICE:
+        raise AudioDeviceError(f"audio.device is none (no sound card); {NO_DEVICE_HINT}")
+    target = player.target(rate)
+    log.info("playing on %s at %d Hz", target.name, target.sample_rate)
+    return player
+
+
+def _check_captions(path: Path, voice: Voice) -> None:
+    """A captions file whose name gives a format, of a voice that times its words: refused
+    before any audio."""
+    from daemon.speech.captions import form_of
+
+    form_of(path)
+    if not voice.times_words:
+        raise FastvoiceError(
+            f"voice {voice.info.name!r} gives no word timings for --captions: they come "
+            "from its encoder artifact (run `fastvoice build`)"
+        )
+
+
+def _write_file(path: Path, blocks: Iterable[np.ndarray], rate: int) -> None:
+    from daemon.audio.wav import write_wav
+
+    try:
+        frames = write_wav(path, blocks, rate)
+    except OSError as error:
+        raise FastvoiceError(f"cannot write {path}: {error.strerror or error}") from None
+    log.info("wrote %s: %.2f s at %d Hz", path, frames / rate, rate)
 
 
 def _written(text: str) -> str | None:
@@ -204,6 +223,7 @@ def _print_timings(synthesizer, text: str, voice: str, ssml: bool) -> None:
         print(f"{cue.start_s:7.2f} {cue.end_s:7.2f}  {cue.text}")
 
 
+# Over 60 lines: a table, the commands and their options as `--help` lists them.
 def add_commands(commands, common: argparse.ArgumentParser) -> None:
     """`say` and `text`."""
     say = commands.add_parser("say", parents=[common], help="speak a text (or write it to a WAV)")

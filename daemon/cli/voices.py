@@ -326,7 +326,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     described["settings"] = voice_config.model_dump(mode="json")
     if voice_config.family == "vits":
         from daemon.voices import loudness
-        from daemon.voices.vits import loudness_record, voice_files
+        from daemon.voices.piper_files import loudness_record, voice_files
 
         store = config.runtime.artifact_dir or default_store()
         record = loudness_record(store, *voice_files(args.name, voice_config), voice_config)

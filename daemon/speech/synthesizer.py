@@ -139,18 +139,7 @@ class Synthesizer:
 
         key = None
         if self.cache is not None:
-            used = {item.voice for item in script if isinstance(item, Utterance)}
-            identity = {
-                "voice": chosen.cache_identity(),
-                "voices": [self.voices.get(name).cache_identity() for name in sorted(used)],
-                "script": cache_form(script),
-                "options": {**asdict(options), "volume": None},
-            }
-            if chime is not None:
-                identity["chime"] = self.sounds.identity(chime)
-            if inline:
-                identity["sounds"] = {name: self.sounds.identity(name) for name in sorted(inline)}
-            key = cache_key(identity)
+            key = self._cache_key(voice, script, options, chime, sorted(inline))
             hit = self.cache.get(key)
             if hit is not None and hit[0] == rate:
                 for piece in hit[1]:
@@ -178,6 +167,29 @@ class Synthesizer:
             raise TextError("the text holds nothing speakable")
         if self.cache is not None and key is not None:
             self.cache.put(key, rate, rendered)
+
+    def _cache_key(
+        self,
+        voice: str | None,
+        script: Script,
+        options: SpeechOptions,
+        chime: str | None,
+        sounds: list[str],
+    ) -> str:
+        """The phrase cache's key: everything that shapes the audio (the voices as loaded,
+        the script, the options but the volume, the sounds' files)."""
+        used = {item.voice for item in script if isinstance(item, Utterance)}
+        identity = {
+            "voice": self.voices.get(voice).cache_identity(),
+            "voices": [self.voices.get(name).cache_identity() for name in sorted(used)],
+            "script": cache_form(script),
+            "options": {**asdict(options), "volume": None},
+        }
+        if chime is not None:
+            identity["chime"] = self.sounds.identity(chime)
+        if sounds:
+            identity["sounds"] = {name: self.sounds.identity(name) for name in sounds}
+        return cache_key(identity)
 
     def _utterance(
         self, utterance: Utterance, options: SpeechOptions, rate: int

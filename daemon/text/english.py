@@ -174,6 +174,7 @@ def _number(match: re.Match[str], language: str) -> str:
     return numbers.cardinal(text, language)
 
 
+# Over 60 lines: a table, one pattern and its reading per line.
 @cache
 def _figure_rules() -> list[Rule]:
     """Rules for figures, compiled on first use (plain words need none of them)."""

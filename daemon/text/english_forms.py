@@ -201,6 +201,7 @@ def _month_abbreviation(match: re.Match[str], language: str) -> str:
     return match.group(1).capitalize() + "."
 
 
+# Over 60 lines: a table, one pattern and its reading per entry.
 @cache
 def before() -> list[Rule]:
     number = r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?"

