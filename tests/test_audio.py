@@ -11,8 +11,9 @@ from daemon.audio.piece import AudioPiece
 from daemon.audio.player import Player, resolve_output
 from daemon.audio.wav import write_wav
 from daemon.errors import AudioDeviceError
+from tests.conftest import EMBEDDED_RATE
 
-RATE = 22050
+RATE = EMBEDDED_RATE
 
 
 def buffered_player(**options) -> Player:

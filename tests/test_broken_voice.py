@@ -21,6 +21,8 @@ from tests.daemon_helpers import Daemon, say
 from tests.mqtt_helpers import free_port
 from tests.voice_catalog import junk_mirror
 
+pytestmark = pytest.mark.slow  # starts services over broken voices
+
 GERMAN = "de_DE-thorsten-medium"
 JUNK = "de_DE-junk-medium"
 REMOVE_FIX = f"fastvoice voices remove {GERMAN}"

@@ -24,12 +24,12 @@ from daemon.config import parse_config
 from daemon.speech.captions import Cue, cues, srt, webvtt
 from daemon.voices.word_timing import phoneme_word_spans, time_words
 from edge_build.build import build_voices
-from tests.conftest import run_cli
+from tests.conftest import EMBEDDED_RATE, run_cli
 from tests.daemon_helpers import Daemon, say
 from tests.mqtt_helpers import free_port
 
 TOLERANCE_S = 0.080
-RATE = 22050
+RATE = EMBEDDED_RATE
 
 
 @pytest.fixture(scope="module")

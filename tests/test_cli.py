@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.conftest import run_cli
+from tests.conftest import EMBEDDED_RATE, run_cli
 
 
 def wav_seconds(path) -> tuple[int, float]:
@@ -27,7 +27,7 @@ def test_say_writes_a_wav_at_the_voice_rate(tmp_path):
     result = run_cli("say", "Hello from the kitchen speaker.", "-o", str(out))
     assert result.returncode == 0, result.stderr
     rate, seconds = wav_seconds(out)
-    assert rate == 22050
+    assert rate == EMBEDDED_RATE
     assert 1.0 < seconds < 4.0  # five words, at a speaking rate of roughly 2-4 words a second
 
 
@@ -44,7 +44,7 @@ def test_say_plays_on_the_default_device(capture):
     # The capture device is not paced: while the rest of a streamed sentence is decoded it
     # takes silence as fast as it is given, so the speech is what counts, not the silences.
     speech = np.count_nonzero(capture.played("default"))
-    assert 0.5 < speech / 22050 < 4.0
+    assert 0.5 < speech / EMBEDDED_RATE < 4.0
 
 
 def test_say_on_a_named_device(capture):
@@ -159,7 +159,7 @@ def test_voices_lists_the_embedded_voice_and_its_backend():
     assert report["backend"] == "ort-cpu" and report["backend_reason"].startswith("auto: ort-cpu")
     assert report["gpu"] is None
     (voice,) = report["voices"]
-    assert voice["name"] == "en_US-joe-medium" and voice["sample_rate"] == 22050
+    assert voice["name"] == "en_US-joe-medium" and voice["sample_rate"] == EMBEDDED_RATE
     assert voice["language"] == "en_US" and voice["family"] == "vits"
     assert voice["stages"][0]["providers"] == ["CPUExecutionProvider"]
     table = run_cli("voices")

@@ -2,6 +2,7 @@ import json
 
 import pytest
 
+from daemon.config import QueueConfig
 from daemon.service.commands import (
     CommandError,
     check_reply_topic,
@@ -13,7 +14,7 @@ from daemon.service.commands import (
 from daemon.service.jobs import DuplicateJob, Job, JobQueue, QueueFull
 from tests.conftest import REPO
 
-LIMIT = 65_536
+LIMIT = QueueConfig().max_payload_bytes
 
 
 def test_published_schema_matches_the_model():

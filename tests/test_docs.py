@@ -8,8 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from daemon.service.settings import leaf_keys
 from tests.conftest import REPO
+
+pytestmark = pytest.mark.slow  # builds the documentation site
 
 
 def test_the_site_builds_strictly_with_every_config_key(tmp_path):

@@ -17,6 +17,8 @@ import pytest
 
 from tools.sound_server import SoundServer
 
+pytestmark = pytest.mark.slow  # plays through a real PulseAudio
+
 RATE = 44100
 TONE_HZ = 15000
 WINDOW = RATE // 4

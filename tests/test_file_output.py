@@ -9,7 +9,7 @@ import os
 import uuid
 import wave
 
-from tests.conftest import run_cli
+from tests.conftest import EMBEDDED_RATE, run_cli
 from tests.daemon_helpers import Daemon, say
 
 
@@ -34,7 +34,7 @@ def test_without_a_sound_card_each_played_job_is_written_as_a_wav(broker, tmp_pa
     assert sorted(path.name for path in files.iterdir()) == [f"{played}.wav"]
     with wave.open(str(files / f"{played}.wav")) as wav:
         seconds = wav.getnframes() / wav.getframerate()
-        assert wav.getframerate() == 22050 and wav.getsampwidth() == 2
+        assert wav.getframerate() == EMBEDDED_RATE and wav.getsampwidth() == 2
     assert abs(seconds - finished["audio_s"]) < 0.05
     assert info["audio_device"] == f"none (files in {files})"
 

@@ -19,7 +19,14 @@ from hypothesis import strategies as st
 from daemon.adapters.hermes import HermesTts
 from daemon.adapters.wyoming_connection import EventRefused, WyomingConnection, read_event
 from daemon.adapters.wyoming_server import WyomingServer
-from daemon.config import Config, HermesConfig, TextConfig, parse_config, read_config_file
+from daemon.config import (
+    Config,
+    HermesConfig,
+    QueueConfig,
+    TextConfig,
+    parse_config,
+    read_config_file,
+)
 from daemon.errors import ConfigError, FastvoiceError, TextError
 from daemon.service.commands import (
     CommandError,
@@ -36,7 +43,9 @@ from daemon.text.prepare import prepare
 from daemon.text.script import Utterance
 from tests.daemon_helpers import front_door_of
 
-LIMIT = 65_536
+pytestmark = pytest.mark.slow  # hypothesis, thousands of examples
+
+LIMIT = QueueConfig().max_payload_bytes
 
 
 def hermes_settings(**hermes) -> Settings:

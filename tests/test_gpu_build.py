@@ -29,6 +29,8 @@ from edge_build.precision import GPU_FP32_OPS
 from edge_build.vits_split import split_graphs
 from tests.gpu_doubles import FakeEngineBuilder, fake_gpu_stack
 
+pytestmark = pytest.mark.slow  # builds engines with the stand-in GPU
+
 VOICE = "en_US-joe-medium"
 LONG = (
     "The quick brown fox jumps over the lazy dog while the announcer reads the departures "

@@ -12,6 +12,7 @@ import pytest
 from rhasspyhermes.audioserver import AudioPlayBytes, AudioPlayFinished
 from rhasspyhermes.tts import TtsSay, TtsSayFinished
 
+from tests.conftest import EMBEDDED_RATE
 from tests.daemon_helpers import Daemon
 
 ERROR = "hermes/error/tts"
@@ -52,7 +53,7 @@ def test_say_is_spoken_and_answered_once_with_its_ids(kitchen, capture):
     ask(kitchen, text="The oven is preheated.", site_id="kitchen", id="req-1", session_id="s-1")
     finished = said_finished(kitchen, "req-1")
     assert (finished.site_id, finished.session_id) == ("kitchen", "s-1")
-    assert capture.played("default").size > 22050 // 2  # it was played on the box
+    assert capture.played("default").size > EMBEDDED_RATE // 2  # it was played on the box
     ask(kitchen, text="Second.", site_id="kitchen", id="req-2")
     said_finished(kitchen, "req-2")  # req-1 had every chance to be answered twice by now
     answers = [
@@ -68,7 +69,7 @@ def test_ssml_is_spoken(kitchen, capture):
     played = np.trim_zeros(capture.played("default"))
     silent = np.abs(played) < 1e-3
     longest = max(len(run) for run in "".join("1" if q else "0" for q in silent).split("0"))
-    assert longest >= 0.85 * 22050
+    assert longest >= 0.85 * EMBEDDED_RATE
 
 
 def test_other_sites_are_left_alone(kitchen):
@@ -112,7 +113,7 @@ def test_remote_playback_sends_wav_and_waits_for_play_finished(broker, capture, 
             lambda t, p: AudioPlayBytes.is_topic(t) and AudioPlayBytes.get_site_id(t) == "kitchen"
         )
         with wave.open(io.BytesIO(wav)) as audio:
-            assert audio.getframerate() == 22050 and audio.getnframes() > 22050 // 2
+            assert audio.getframerate() == EMBEDDED_RATE and audio.getnframes() > EMBEDDED_RATE // 2
         request_id = AudioPlayBytes.get_request_id(topic)
         remote.recorder.event(request_id, "finished")
         played = AudioPlayFinished(id=request_id, session_id="s-9")

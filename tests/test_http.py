@@ -21,6 +21,7 @@ import soundfile
 import soxr
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.conftest import EMBEDDED_RATE
 from tests.daemon_helpers import Daemon
 from tests.mqtt_helpers import free_port
 
@@ -62,7 +63,7 @@ def client(service):
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 
-def pcm_seconds(data: bytes, rate: int = 22050) -> float:
+def pcm_seconds(data: bytes, rate: int = EMBEDDED_RATE) -> float:
     return len(data) / 2 / rate
 
 
@@ -74,7 +75,7 @@ def test_say_and_wait_answers_with_the_finished_event_and_plays(client, capture)
     assert response.status_code == 200, response.text
     ended = response.json()
     assert ended["event"] == "finished" and ended["first_audio_s"] > 0
-    assert np.trim_zeros(capture.played()).size > 0.5 * 22050
+    assert np.trim_zeros(capture.played()).size > 0.5 * EMBEDDED_RATE
 
 
 def test_say_without_wait_queues_and_names_the_job(client, service):
@@ -96,7 +97,7 @@ def test_status_voices_and_jobs(client):
     status = client.get("/api/status").json()
     assert status["default_voice"] == VOICE and status["http"].startswith("127.0.0.1:")
     voices = client.get("/api/voices").json()
-    assert voices["default"] == VOICE and voices["voices"][0]["sample_rate"] == 22050
+    assert voices["default"] == VOICE and voices["voices"][0]["sample_rate"] == EMBEDDED_RATE
     assert client.get("/api/jobs").json() == {"jobs": [], "paused": False}
     sounds = client.get("/api/sounds").json()
     assert {"dingdong", "attention", "alarm", "none"} <= set(sounds["sounds"])
@@ -126,7 +127,7 @@ def test_tts_returns_a_wav_without_playing(client, capture):
     assert response.status_code == 200 and response.headers["content-type"] == "audio/wav"
     header = io.BytesIO(response.content)
     with wave.open(header) as wav:
-        assert wav.getframerate() == 22050 and wav.getsampwidth() == 2
+        assert wav.getframerate() == EMBEDDED_RATE and wav.getsampwidth() == 2
     assert pcm_seconds(response.content[44:]) > 0.4
     assert capture.played().size == 0
 
@@ -139,7 +140,7 @@ def test_clients_that_leave_mid_stream_give_their_place_back(client):
         with client.stream("GET", "/api/tts", params={"text": long_text}) as response:
             assert next(response.iter_bytes())
     response = client.get("/api/tts", params={"text": "Still rendering."}, timeout=30)
-    assert response.status_code == 200 and len(response.content) > 22050
+    assert response.status_code == 200 and len(response.content) > EMBEDDED_RATE
 
 
 def test_events_stream_carries_a_jobs_events(service):
@@ -184,7 +185,7 @@ def test_openai_client_gets_wav(openai_client):
         model="tts-1", voice=VOICE, input="Your order is ready.", response_format="wav"
     )
     audio, rate = soundfile.read(io.BytesIO(speech.content), dtype="float32")
-    assert rate == 22050 and len(audio) / rate > 0.6
+    assert rate == EMBEDDED_RATE and len(audio) / rate > 0.6
 
 
 def test_openai_client_streams_pcm_at_openais_24_khz(openai_client):
@@ -197,7 +198,7 @@ def test_openai_client_streams_pcm_at_openais_24_khz(openai_client):
         model="tts-1", voice=VOICE, input="One. Two. Three.", response_format="wav"
     )
     audio, rate = soundfile.read(io.BytesIO(wav.content), dtype="float32")
-    assert rate == 22050
+    assert rate == EMBEDDED_RATE
     expected = soxr.resample(audio, rate, 24000)
     assert abs(len(pcm) - len(expected)) <= 24  # the same audio, at 24 kHz
     assert np.corrcoef(pcm[: len(expected)], expected[: len(pcm)])[0, 1] > 0.99

@@ -10,6 +10,10 @@ import numpy as np
 import pytest
 import soxr
 
+from tests.conftest import EMBEDDED_RATE
+
+pytestmark = pytest.mark.slow  # speech recognition over the voice's audio
+
 SENTENCES = [
     "The weather today is sunny and warm.",
     "Please close the door when you leave the room.",
@@ -39,7 +43,7 @@ def transcribe(decoder, samples: np.ndarray, rate: int) -> str:
 
 
 def corpus_wer(decoder, audio: list[np.ndarray]) -> float:
-    hypotheses = [_normalise(transcribe(decoder, a, 22050)) or "<nothing>" for a in audio]
+    hypotheses = [_normalise(transcribe(decoder, a, EMBEDDED_RATE)) or "<nothing>" for a in audio]
     return jiwer.wer([_normalise(s) for s in SENTENCES], hypotheses)
 
 

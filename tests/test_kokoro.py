@@ -26,6 +26,8 @@ from tests.conftest import run_cli
 from tests.daemon_helpers import Daemon, say
 from tests.test_captions import voiced_segments
 
+pytestmark = pytest.mark.slow  # builds Kokoro's graphs and runs the real 82M model
+
 ALPHA = "ja_JP-kokoro-jf_alpha"
 MIX = "ja_JP-kokoro-mix"
 VOICES = {

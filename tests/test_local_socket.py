@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.conftest import REPO, run_cli
+from tests.conftest import EMBEDDED_RATE, REPO, run_cli
 from tests.daemon_helpers import Daemon
 
 
@@ -46,7 +46,7 @@ def test_say_hands_its_job_to_the_service_which_plays_it(served, capture):
     ]
     finished = daemon.recorder.event("local-1", "finished")  # the service's own events, on MQTT
     played = capture.played("default")
-    assert abs(len(np.trim_zeros(played)) / 22050 - finished["audio_s"]) < 0.3
+    assert abs(len(np.trim_zeros(played)) / EMBEDDED_RATE - finished["audio_s"]) < 0.3
 
 
 def test_say_to_a_file_through_the_service_gets_the_wav_back(served, capture, tmp_path):
@@ -56,7 +56,7 @@ def test_say_to_a_file_through_the_service_gets_the_wav_back(served, capture, tm
     assert result.returncode == 0, result.stderr
     assert ("finished", "file-1") in printed_events(result.stdout)
     with wave.open(io.BytesIO(out.read_bytes())) as wav:
-        assert (wav.getframerate(), wav.getnchannels(), wav.getsampwidth()) == (22050, 1, 2)
+        assert (wav.getframerate(), wav.getnchannels(), wav.getsampwidth()) == (EMBEDDED_RATE, 1, 2)
         seconds = wav.getnframes() / wav.getframerate()
     finished = daemon.recorder.event("file-1", "finished")
     assert abs(seconds - finished["audio_s"]) < 0.3
@@ -108,7 +108,8 @@ def test_a_service_that_is_down_leaves_say_speaking_on_its_own_with_a_note(tmp_p
     out = tmp_path / "here.wav"
     result = run_cli("say", "Spoken here.", "-o", str(out), env=_env(FASTVOICE_SOCKET=str(stale)))
     assert result.returncode == 0, result.stderr
-    (note,) = result.stderr.decode().splitlines()
+    # (A box whose voice was never built also hears that it is optimised now: not about this.)
+    (note,) = [line for line in result.stderr.decode().splitlines() if "note:" in line]
     assert note.startswith("fastvoice: note:") and "speaking here" in note
     assert str(stale) in note
     with wave.open(str(out)) as wav:
@@ -119,7 +120,8 @@ def test_no_service_on_the_box_is_no_note(tmp_path):
     out = tmp_path / "here.wav"
     missing = tmp_path / "none" / "fastvoice.sock"
     result = run_cli("say", "Spoken here.", "-o", str(out), env=_env(FASTVOICE_SOCKET=str(missing)))
-    assert result.returncode == 0 and result.stderr == b""
+    assert result.returncode == 0, result.stderr
+    assert b"note:" not in result.stderr and b"socket" not in result.stderr
     assert out.stat().st_size > 44
 
 
@@ -128,7 +130,8 @@ def test_local_only_options_and_local_keep_the_job_away_from_the_service(served,
     raw = run_cli("say", "Raw samples.", "--raw", env=env)
     out = tmp_path / "local.wav"
     local = run_cli("say", "In this process.", "--local", "-o", str(out), env=env)
-    assert raw.returncode == 0 and len(raw.stdout) > 22050  # over half a second of 16-bit audio
+    # Over half a second of 16-bit audio.
+    assert raw.returncode == 0 and len(raw.stdout) > EMBEDDED_RATE
     assert local.returncode == 0 and local.stdout == b"" and out.stat().st_size > 44
     events = [t for t, _, _ in daemon.recorder.seen if t == f"{daemon.base}/events"]
     assert events == []

@@ -19,8 +19,11 @@ from daemon.voices import loudness
 from daemon.voices.base import SpeechOptions
 from daemon.voices.registry import VoiceRegistry
 from edge_build.build import build_voices
+from tests.conftest import EMBEDDED_RATE
 
-RATE = 22050
+pytestmark = pytest.mark.slow  # measures loudness over built voices
+
+RATE = EMBEDDED_RATE
 CEILING = loudness.CEILING
 SILENT_NOISE = SpeechOptions(noise_scale=0.0, noise_w=0.0)
 ANNOUNCEMENTS = (

@@ -19,6 +19,7 @@ from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
 from daemon.audio.sounds import SoundLibrary
+from tests.conftest import EMBEDDED_RATE
 from tests.daemon_helpers import Daemon
 from tests.mqtt_helpers import free_port
 
@@ -100,7 +101,7 @@ def test_typing_a_sentence_speaks_it(page, service, capture, tmp_path):
     page.find_element(By.ID, "text").send_keys("The operator page is working.")
     page.find_element(By.ID, "say").click()
     WebDriverWait(page, 60).until(event_shown("finished"))
-    assert np.trim_zeros(capture.played()).size > 0.5 * 22050
+    assert np.trim_zeros(capture.played()).size > 0.5 * EMBEDDED_RATE
     WebDriverWait(page, 10).until(
         lambda driver: driver.find_elements(By.CSS_SELECTOR, "#chart rect")
     )
@@ -118,7 +119,7 @@ def test_a_chime_chosen_on_the_page_plays_before_the_speech(page, service, captu
     page.find_element(By.ID, "text").send_keys("The alarm chime came first.")
     page.find_element(By.ID, "say").click()
     WebDriverWait(page, 60).until(event_shown("finished"))
-    chime = SoundLibrary().render("alarm", 22050)
+    chime = SoundLibrary().render("alarm", EMBEDDED_RATE)
     start = np.trim_zeros(capture.played(), "f")[: len(chime)]
     likeness = np.dot(start, chime) / (np.linalg.norm(start) * np.linalg.norm(chime))
     assert likeness > 0.9

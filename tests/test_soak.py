@@ -6,8 +6,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests.daemon_helpers import Daemon, say
 from tools.soak import Ledger, make_commands
+
+pytestmark = pytest.mark.slow  # a service under load
 
 MAX_JOBS = 50
 RSS_GROWTH_BOUND = 30e6  # bytes, after a warm-up round; measured growth here: about 4 MB

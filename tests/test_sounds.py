@@ -19,10 +19,10 @@ from daemon.service.settings import Settings
 from daemon.speech.cache import PhraseCache
 from daemon.speech.synthesizer import Synthesizer
 from daemon.voices.base import SpeechOptions
-from tests.conftest import run_cli
+from tests.conftest import EMBEDDED_RATE, run_cli
 from tests.daemon_helpers import Daemon, say
 
-RATE = 22050
+RATE = EMBEDDED_RATE
 SILENT = SpeechOptions(noise_scale=0.0, noise_w=0.0)  # the same words, the same audio
 TEXT = "The shop closes in ten minutes."
 

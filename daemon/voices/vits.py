@@ -72,11 +72,6 @@ class VitsVoice(Voice):
             name, (self.encoder or self.whole).input_names(), self.piper.num_speakers
         )
         self._check_espeak_voice()
-        self.windows = (
-            None
-            if self.decoder is None
-            else WindowedDecoder(self.decoder, self.piper.sample_rate, name)
-        )
         self._durations = _durations_output(self.encoder, self.decoder)
         language = raw.get("language", {}).get("code") or self.piper.espeak_voice
         self.info = VoiceInfo(
@@ -234,7 +229,7 @@ class VitsVoice(Voice):
                 if self._durations is not None:
                     frames = latent.pop(self._durations)
                     words = self._time_words(words_written, phonemes, frames)
-                pieces = self.windows.decode(latent, stream_short=measured is not None)
+                pieces = self._windows().decode(latent, stream_short=measured is not None)
             if measured is not None:
                 limiter = LookaheadLimiter(rate, loudness.CEILING)
                 for audio, last in pieces:
@@ -273,6 +268,10 @@ class VitsVoice(Voice):
         if self.piper.phoneme_type == PhonemeType.ESPEAK:
             return espeak.word_phonemes(self.piper.espeak_voice, word)
         return "".join(symbol for said in self._phonemize(word) for symbol in said)
+
+    def _windows(self) -> WindowedDecoder:
+        assert self.decoder is not None
+        return WindowedDecoder(self.decoder, self.piper.sample_rate, self.name)
 
     def _encode(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         assert self.encoder is not None
