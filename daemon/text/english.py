@@ -22,8 +22,20 @@ MONTHS = [
     "July", "August", "September", "October", "November", "December",
 ]  # fmt: skip
 _MONTH_ABBREVIATIONS = {name[:3]: name for name in MONTHS} | {"Sept": "September"}
-_MONTH_NAMES = [*MONTHS, *(rf"{short}\.?" for short in _MONTH_ABBREVIATIONS)]
+
+
+def _any_case(name: str) -> str:
+    """ "July" or "july" (not "may": the verb; "May" is the month)."""
+    return name if name == "May" else f"[{name[0]}{name[0].lower()}]{name[1:]}"
+
+
+_MONTH_NAMES = [
+    *(_any_case(name) for name in MONTHS),
+    *(rf"{_any_case(short)}\.?" for short in _MONTH_ABBREVIATIONS),
+]
 _MONTH = rf"(?P<month>{'|'.join(_MONTH_NAMES)})"
+# A bare four-digit number in these years is read as a year ("nineteen ninety-four").
+_YEAR = r"1[1-9]\d\d|20\d\d"
 _DAY_SUFFIX = r"(?:st|nd|rd|th)?"
 TWO_DIGIT_YEAR_PIVOT = 50
 
@@ -41,7 +53,7 @@ def _date_words(day: int, month: int, year: str | None, language: str) -> str:
 
 
 def _month_number(text: str) -> int:
-    text = text.rstrip(".")
+    text = text.rstrip(".").capitalize()
     name = _MONTH_ABBREVIATIONS.get(text, text)
     return MONTHS.index(name) + 1
 
@@ -56,6 +68,8 @@ def _iso_date(match: re.Match[str], language: str) -> str:
 def _numeric_date(match: re.Match[str], language: str) -> str:
     first, second, year = int(match.group(1)), int(match.group(2)), match.group(3)
     month, day = (second, first) if language == "en_GB" else (first, second)
+    if month > 12 >= day:  # "15-01-2020": only one way round is a date
+        month, day = day, month
     if not (1 <= month <= 12 and 1 <= day <= 31):
         return match.group(0)
     if len(year) == 2:  # "98" is 1998, "26" is 2026: a fixed pivot, so a text always reads alike
@@ -122,8 +136,8 @@ def _time(match: re.Match[str], language: str) -> str:
     if meridiem and not 1 <= hours <= 12:
         return match.group(0)
     said = clock(hours, minutes, meridiem, language)
-    if match.group("seconds"):
-        seconds = int(match.group("seconds"))
+    seconds = int(match.group("seconds") or 0)
+    if seconds:
         said += f" and {numbers.cardinal(str(seconds), language)} seconds"
     return said + (stop(match) if meridiem else "")
 
@@ -142,10 +156,12 @@ def _ordinal(match: re.Match[str], language: str) -> str:
 
 
 def _range(match: re.Match[str], language: str) -> str:
-    """ "10-12" → ten to twelve; two years ("1980-1986") as years."""
+    """ "10-12" → ten to twelve; two years ("1980-1986", "1960-80") as years."""
     low, high = match.group(1), match.group(2)
     if all(re.fullmatch(r"1[5-9]\d\d|20\d\d", part) for part in (low, high)):
         return f"{_year(low, language)} to {_year(high, language)}"
+    if re.fullmatch(r"1[5-9]\d\d|20\d\d", low) and len(high) == 2 and int(high) > int(low[2:]):
+        return f"{_year(low, language)} to {numbers.cardinal(high, language)}"
     return f"{numbers.cardinal(low, language)} to {numbers.cardinal(high, language)}"
 
 
@@ -166,6 +182,23 @@ def _year_in_context(match: re.Match[str], language: str) -> str:
     return f"{match.group('cue')} {_year(match.group('year'), language)}"
 
 
+def _bare_year(match: re.Match[str], language: str) -> str:
+    return _year(match.group("year"), language)
+
+
+def _month_first_dashed(match: re.Match[str], language: str) -> str:
+    """ "Jan-15-2020": January fifteenth, twenty twenty."""
+    day = int(match.group("day"))
+    if not 1 <= day <= 31:
+        return match.group(0)
+    return _date_words(day, _month_number(match.group("month")), match.group("year"), language)
+
+
+def _decimal_fraction(match: re.Match[str], language: str) -> str:
+    """ ".1665": point one six six five."""
+    return f"point {numbers.digits(match.group('digits'), language)}"
+
+
 def _number(match: re.Match[str], language: str) -> str:
     text = match.group(0)
     digits = text.lstrip("-−").replace(",", "").split(".")[0]
@@ -180,11 +213,18 @@ def _figure_rules() -> list[Rule]:
     """Rules for figures, compiled on first use (plain words need none of them)."""
     return [
         (re.compile(r"\b(?P<year>\d{4})-(?P<month>\d{2})-(?P<day>\d{2})\b"), _iso_date),
+        (re.compile(r"\b(?P<year>\d{4})/(?P<month>\d{1,2})/(?P<day>\d{1,2})\b"), _iso_date),
         (re.compile(r"\b(\d{1,2})/(\d{1,2})/(\d{4}|\d{2})\b"), _numeric_date),
+        (re.compile(r"\b(\d{1,2})-(\d{1,2})-(\d{4})\b"), _numeric_date),
+        (
+            re.compile(rf"\b{_MONTH}-(?P<day>\d{{1,2}})-(?P<year>\d{{4}})\b"),
+            _month_first_dashed,
+        ),
         (
             re.compile(
                 r"(?<!\w)(?:\+\d{1,3}(?:[ .-]?\(?\d+\)?){2,}"
-                r"|\(\d{3}\) ?\d{3}[ .-]\d{4}"
+                r"|\(\d{3}\)[ .-]?\d{3}[ .-]\d{4}"
+                r"|\b\d{3}-\d{2}-\d{4}"
                 r"|\b(?:1[ .-])?\d{3}[.-]\d{3}[.-]\d{4}"
                 r"|\b0\d{2,4}[ -]\d{3,4}(?:[ -]\d{3,4})?"
                 r"|\b\d{3}-\d{4})\b(?![.,]?\d)"
@@ -251,6 +291,11 @@ def _figure_rules() -> list[Rule]:
             ),
             _year_in_context,
         ),
+        (
+            re.compile(rf"(?<![\w.,$£€¥₹#/-])(?P<year>{_YEAR})(?![\w%°/-]|[.,]\d)"),
+            _bare_year,
+        ),
+        (re.compile(r"(?<![\w.,])\.(?P<digits>\d+)\b"), _decimal_fraction),
         (re.compile(r"(?<![\w.])[-−]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?![\d])"), _number),
     ]
 

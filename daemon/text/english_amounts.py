@@ -26,10 +26,12 @@ _CURRENCIES = {
     "JPY": ("yen", "yen", "", "", False),
     "CHF": ("Swiss franc", "Swiss francs", "centime", "centimes", True),
     "INR": ("rupee", "rupees", "paisa", "paise", True),
+    "KRW": ("won", "won", "", "", False),
+    "CNY": ("yuan", "yuan", "fen", "fen", True),
 }
 
 
-_SYMBOLS = {"$": "USD", "£": "GBP", "€": "EUR", "¥": "JPY", "₹": "INR"}
+_SYMBOLS = {"$": "USD", "£": "GBP", "€": "EUR", "¥": "JPY", "₹": "INR", "₩": "KRW"}
 
 
 _SCALES = {
@@ -38,6 +40,7 @@ _SCALES = {
     "m": "million",
     "million": "million",
     "bn": "billion",
+    "b": "billion",
     "billion": "billion",
     "trillion": "trillion",
 }
@@ -90,6 +93,9 @@ _UNITS = {
     "m³/h": ("cubic meter per hour", "cubic meters per hour"),
     "m²": ("square meter", "square meters"),
     "m³": ("cubic meter", "cubic meters"),
+    "km³": ("cubic kilometer", "cubic kilometers"),
+    "cm³": ("cubic centimeter", "cubic centimeters"),
+    "cc": ("cubic centimeter", "cubic centimeters"),
     "km²": ("square kilometer", "square kilometers"),
     "cm²": ("square centimeter", "square centimeters"),
     "ft²": ("square foot", "square feet"),
@@ -170,10 +176,19 @@ def _attributive(match: re.Match[str]) -> bool:
 
 
 def _unit(match: re.Match[str], language: str) -> str:
+    """ "12 kg" (twelve kilograms), "100 million kg", "12 kg/kg" and "12/kg" (twelve per
+    kilogram): a per-unit after a slash is read "per" and singular."""
     said, one = _quantity(match.group("amount"), language)
-    singular, plural = _UNITS[match.group("unit")]
-    chosen = singular if one or _attributive(match) else plural
-    return f"{said} {_dialect_words(chosen, language)}"
+    if match.group("scale"):
+        said, one = f"{said} {_SCALES[match.group('scale').lower()]}", False
+    words = []
+    if match.group("unit"):
+        singular, plural = _UNITS[match.group("unit")]
+        words.append(singular if one or _attributive(match) else plural)
+    per = match.group("per") or match.group("per_alone")
+    if per:
+        words.append(f"per {_UNITS[per][0]}")
+    return " ".join([said, *(_dialect_words(word, language) for word in words)])
 
 
 def _percent(match: re.Match[str], language: str) -> str:
@@ -196,8 +211,8 @@ def rules() -> list[Rule]:
     return [
         (
             re.compile(
-                rf"(?P<sign>[-−])?(?P<symbol>[$£€¥₹])\s?{_AMOUNT}"
-                r"(?:\s?(?P<scale>thousand|million|billion|trillion|bn|[mk])\b)?"
+                rf"(?P<sign>[-−])?(?P<symbol>[$£€¥₹₩])\s?{_AMOUNT}"
+                r"(?:\s?(?P<scale>thousand|million|billion|trillion|bn|[mkbMKB])\b)?"
             ),
             _money_symbol,
         ),
@@ -205,7 +220,7 @@ def rules() -> list[Rule]:
         (re.compile(r"(?<![\w.])(?P<amount>\d+)p\b"), _pence),
         (
             re.compile(
-                r"(?<![\w.])(?P<sign>[-−])?(?P<amount>\d+(?:\.\d+)?)\s?°\s?(?P<scale>[CFcf](?![a-z]))?"
+                r"(?<![\w.])(?P<sign>[-−])?(?P<amount>\d+(?:\.\d+)?)\s?[°º]\s?(?P<scale>[CFcf](?![a-z]))?"
             ),
             _temperature,
         ),
@@ -217,8 +232,10 @@ def rules() -> list[Rule]:
         ),
         (
             re.compile(
-                rf"(?<![\w.])(?P<amount>(?:{_NUMBER})(?:\s?[–-]\s?(?:{_NUMBER}))?)\s?"
-                rf"(?P<unit>{_UNIT_SYMBOLS})"
+                rf"(?<![\w.])(?P<amount>(?:{_NUMBER})(?:\s?[–-]\s?(?:{_NUMBER}))?)"
+                r"(?:\s(?P<scale>thousand|million|billion|trillion))?\s?"
+                rf"(?:(?P<unit>{_UNIT_SYMBOLS})(?:\s?/\s?(?P<per>{_UNIT_SYMBOLS}))?"
+                rf"|/\s?(?P<per_alone>{_UNIT_SYMBOLS}))"
                 r"(?![\w/])"
             ),
             _unit,

@@ -24,7 +24,8 @@ Rule = tuple[re.Pattern[str], Callable[[re.Match[str], str], str]]
 _DENOMINATORS = {2: ("half", "halves"), 4: ("quarter", "quarters")}
 _PER = {
     "mo": "month", "month": "month", "wk": "week", "week": "week", "yr": "year", "year": "year",
-    "day": "day", "hr": "hour", "hour": "hour", "night": "night", "person": "person",
+    "day": "day", "d": "day", "hr": "hour", "hour": "hour", "night": "night",
+    "person": "person",
 }  # fmt: skip
 _REGNAL = (
     "Henry|Louis|Elizabeth|George|Edward|Charles|William|Richard|James|Mary|Victoria|John|"
@@ -45,10 +46,32 @@ _TIME_ZONES = (
     "UTC|GMT|EST|EDT|CST|CDT|MST|MDT|PST|PDT|AKST|HST|CET|CEST|EET|EEST|WET|BST|IST|JST|AEST|AEDT"
 )
 _CURRENCY_CODES = "USD|EUR|GBP|JPY|CHF|CAD|AUD|INR"
+# A street's type as written, and as it is said.
+_STREET_TYPES = {
+    "St": "Street", "Ave": "Avenue", "Rd": "Road", "Blvd": "Boulevard", "Ln": "Lane",
+    "Dr": "Drive", "Pl": "Place", "Ct": "Court", "Sq": "Square", "Hwy": "Highway",
+    "Expy": "Expressway", "Pkwy": "Parkway", "Fwy": "Freeway", "Cir": "Circle",
+    "Ter": "Terrace", "Trl": "Trail",
+}  # fmt: skip
 _STREET = (
-    r"(?:Street|St\.?|Avenue|Ave\.?|Road|Rd\.?|Boulevard|Blvd\.?|Lane|Ln\.?|Drive|Dr\.?|Way"
-    r"|Place|Pl\.?|Court|Ct\.?|Square|Highway)"
+    r"(?:Street|Avenue|Road|Boulevard|Lane|Drive|Way|Place|Court|Square|Highway|Expressway"
+    r"|Parkway|Freeway|Circle|Terrace|Trail|(?:" + "|".join(_STREET_TYPES) + r")\b\.?)"
 )
+_DIRECTIONS = {"N": "North", "S": "South", "E": "East", "W": "West"}
+_STATES = {
+    "AL": "Alabama", "AK": "Alaska", "AZ": "Arizona", "AR": "Arkansas", "CA": "California",
+    "CO": "Colorado", "CT": "Connecticut", "DE": "Delaware", "FL": "Florida", "GA": "Georgia",
+    "HI": "Hawaii", "ID": "Idaho", "IL": "Illinois", "IN": "Indiana", "IA": "Iowa",
+    "KS": "Kansas", "KY": "Kentucky", "LA": "Louisiana", "ME": "Maine", "MD": "Maryland",
+    "MA": "Massachusetts", "MI": "Michigan", "MN": "Minnesota", "MS": "Mississippi",
+    "MO": "Missouri", "MT": "Montana", "NE": "Nebraska", "NV": "Nevada",
+    "NH": "New Hampshire", "NJ": "New Jersey", "NM": "New Mexico", "NY": "New York",
+    "NC": "North Carolina", "ND": "North Dakota", "OH": "Ohio", "OK": "Oklahoma",
+    "OR": "Oregon", "PA": "Pennsylvania", "RI": "Rhode Island", "SC": "South Carolina",
+    "SD": "South Dakota", "TN": "Tennessee", "TX": "Texas", "UT": "Utah", "VT": "Vermont",
+    "VA": "Virginia", "WA": "Washington", "WV": "West Virginia", "WI": "Wisconsin",
+    "WY": "Wyoming", "DC": "D C",
+}  # fmt: skip
 # An uppercase letter alone: "A" between words is read as the article, so it is respelled.
 _LETTER_NAMES = {"A": "eigh"}
 
@@ -86,7 +109,28 @@ def _house_number(match: re.Match[str], language: str) -> str:
     else:
         said += f" {numbers.cardinal(str(tail), language)}"
     letter = f" {spell(match.group('letter'), language)}" if match.group("letter") else ""
-    return f"{said}{letter} {match.group('street')}"
+    return f"{said}{letter} {_street(match.group('street'))}"
+
+
+def _street(name: str) -> str:
+    """ "N 1st St" → "North 1st Street": the direction and the type as they are said."""
+    words = name.split()
+    if words[0] in _DIRECTIONS and len(words) > 1:
+        words[0] = _DIRECTIONS[words[0]]
+    words[-1] = _STREET_TYPES.get(words[-1].rstrip("."), words[-1])
+    return " ".join(words)
+
+
+def _state_zip(match: re.Match[str], language: str) -> str:
+    """ ", CA 95051": California, nine five zero five one (a ZIP code is read digit by digit)."""
+    zip_code = ", ".join(numbers.digits(part, language) for part in match.group("zip").split("-"))
+    return f"{match.group('lead')}{_STATES[match.group('state')]} {zip_code}"
+
+
+def _zone_after_meridiem(match: re.Match[str], language: str) -> str:
+    """ "p.m.est", "p.m. e.s.t": the zone apart and in capitals, as the time-zone rule reads it."""
+    zone = match.group("zone").replace(".", "").upper()
+    return f"{match.group('meridiem').rstrip('.')} {zone}"
 
 
 def _quarter(match: re.Match[str], language: str) -> str:
@@ -121,15 +165,20 @@ def _fraction_words(numerator: int, denominator: int, language: str) -> str:
 
 
 def _fraction(match: re.Match[str], language: str) -> str:
+    """ "3/4", "31/32", "1/4th", "22/3". A pair that can be a month and a day ("12/25", "3/14")
+    with a denominator over 16 is left alone, as is one with no fraction in it ("5/5")."""
     numerator, denominator = int(match.group("num")), int(match.group("den"))
-    if not 0 < numerator < denominator <= 16:
+    proper = 0 < numerator < denominator
+    improper = numerator > 31 or (numerator > denominator and 1 < denominator <= 10 < numerator)
+    if not (proper or improper) or (numerator <= 12 < 16 < denominator <= 31):
         return match.group(0)
     return _fraction_words(numerator, denominator, language)
 
 
 def _mixed_number(match: re.Match[str], language: str) -> str:
+    """ "2 1/2": two and a half; "3 5/2": three and five halves."""
     whole, numerator, denominator = (int(match.group(n)) for n in ("whole", "num", "den"))
-    if not 0 < numerator < denominator <= 16:
+    if not (numerator > 0 and 1 < denominator <= 16 and numerator != denominator):
         return match.group(0)
     if numerator == 1 and denominator in (2, 4):
         part = f"a {_DENOMINATORS[denominator][0]}"
@@ -142,7 +191,7 @@ def _ip_address(match: re.Match[str], language: str) -> str:
     parts = match.group(0).split(".")
     if any(int(part) > 255 for part in parts):
         return match.group(0)
-    return " dot ".join(numbers.cardinal(part, language) for part in parts)
+    return " dot ".join(numbers.digits(part, language) for part in parts)
 
 
 def _dotted_date(match: re.Match[str], language: str) -> str:
@@ -213,6 +262,20 @@ def before() -> list[Rule]:
         (re.compile(r"\b(\d{1,2})\.(\d{1,2})\.(\d{4})\b"), _dotted_date),
         (
             re.compile(
+                r"(?P<meridiem>\b[aApP]\.[mM]\.)\s?"
+                rf"(?P<zone>(?:{_TIME_ZONES})|(?:[a-zA-Z]\.){{2,3}}[a-zA-Z]?\.?)\b",
+                re.IGNORECASE,
+            ),
+            _zone_after_meridiem,
+        ),
+        (
+            re.compile(
+                rf"(?P<lead>,\s)(?P<state>{'|'.join(_STATES)})\s(?P<zip>\d{{5}}(?:-\d{{4}})?)\b"
+            ),
+            _state_zip,
+        ),
+        (
+            re.compile(
                 rf"(?P<time>\b\d{{1,2}}(?::[0-5]\d){{1,2}}(?:\s?[aApP]\.?[mM]\b\.?)?"
                 rf"|\b\d{{1,2}}\s?[aApP]\.?[mM]\b\.?)\s+(?P<zone>{_TIME_ZONES})\b"
             ),
@@ -237,8 +300,9 @@ def before() -> list[Rule]:
         (re.compile(r"\bQ(?P<q>[1-4])\s+(?P<year>1[5-9]\d\d|20\d\d)\b"), _quarter),
         (
             re.compile(
-                rf"(?<![\w.,$£€¥₹])(?P<number>[1-9]\d{{2,3}})(?P<letter>[A-Z]?)"
-                rf"\s+(?P<street>(?:[A-Z][a-z]+\s+){{1,3}}{_STREET})(?!\w)"
+                rf"(?<![\w.,$£€¥₹])(?P<number>[1-9]\d{{2,4}})(?P<letter>[A-Z]?)"
+                r"\s+(?P<street>(?:[NSEW]\s+)?(?:(?:[A-Z][a-z]+|\d+(?:st|nd|rd|th))\s+){1,3}"
+                rf"{_STREET})(?!\w)"
             ),
             _house_number,
         ),
@@ -256,8 +320,15 @@ def before() -> list[Rule]:
             ),
             _mixed_number,
         ),
-        (re.compile(r"(?<![\d/])(?P<num>\d{1,2})/(?P<den>\d{1,2})(?![\d/])"), _fraction),
+        (re.compile(r"\b24/7\b"), lambda match, language: "twenty-four seven"),
+        (
+            re.compile(
+                r"(?<![\d/.,])(?P<num>\d{1,5})/(?P<den>\d{1,5})(?:st|nd|rd|th)?(?![\d/]|\.\d)"
+            ),
+            _fraction,
+        ),
         (re.compile(r"\bUS\$"), lambda match, language: "$"),
+        (re.compile(r"(?<=[$£€¥₹₩])\.(?=\d)"), lambda match, language: "0."),
         (
             re.compile(r"\b(jan|feb|mar|apr|jun|jul|aug|sept?|oct|nov|dec)\.(?=\s?\d)", re.I),
             _month_abbreviation,
@@ -267,7 +338,6 @@ def before() -> list[Rule]:
         (re.compile(r"(?<=\d)\s?[x×]\s?(?=\d)"), lambda match, language: " by "),
         (re.compile(r"(?<=\d)\s?\+\s?(?=\d)"), lambda match, language: " plus "),
         (re.compile(r"(?<=\d)\s?=\s?(?=\d)"), lambda match, language: " equals "),
-        (re.compile(r"\b24/7\b"), lambda match, language: "twenty-four seven"),
         (
             re.compile(
                 rf"(?<![\w.])(?P<amount>{number})\s?(?P<unit>{'|'.join(_ANY_CASE_UNITS)})(?![\w/])",
@@ -289,10 +359,11 @@ def words() -> list[Rule]:
 
 @cache
 def after() -> list[Rule]:
-    money = r"dollars?|pounds?|euros?|yen|cents?|pence|rupees?|francs?"
+    money = r"dollars?|pounds?|euros?|yen|won|cents?|pence|rupees?|francs?"
     return [
+        (re.compile(r"(?<=\b[AP]M)\s?[–-]\s?(?=\w)"), lambda match, language: " to "),
         (
             re.compile(rf"\b(?P<money>{money})\s?/\s?(?P<per>{'|'.join(_PER)})\b", re.IGNORECASE),
             _per,
-        )
+        ),
     ]
