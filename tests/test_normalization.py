@@ -164,3 +164,57 @@ def test_no_digit_or_currency_symbol_survives_english_normalisation(parts):
     text = " ".join(parts) + "."
     said = normalize(text, "en_US")
     assert not any(character in "0123456789$£€¥₹" for character in said), (text, said)
+
+
+_EUROPEAN_FIGURE = st.one_of(
+    st.integers(0, 10**6).map(str),
+    st.tuples(st.integers(0, 999), st.integers(0, 99)).map(lambda t: f"{t[0]},{t[1]:02d}"),
+    st.tuples(st.integers(1, 28), st.integers(1, 12)).map(lambda t: f"{t[0]}.{t[1]}."),
+    st.tuples(st.integers(1, 28), st.integers(1, 12), st.integers(1900, 2099)).map(
+        lambda t: f"{t[0]}.{t[1]}.{t[2]}"
+    ),
+    st.tuples(st.integers(0, 23), st.integers(0, 59)).map(lambda t: f"{t[0]}:{t[1]:02d}"),
+    st.tuples(
+        st.integers(0, 9999).map(str),
+        st.sampled_from([" €", " EUR", " Euro", " euros", "%", " %", " °C", "°", " km/h", " km"]),
+    ).map("".join),
+    st.tuples(st.sampled_from(["€", "$", "£"]), st.integers(0, 9999).map(str)).map("".join),
+    st.tuples(st.integers(1, 20), st.integers(21, 99)).map(lambda t: f"{t[0]}-{t[1]}"),
+    st.sampled_from(["der", "am", "le", "el", "Gleis", "Zug", "et", "y", "-", "1er", "2.º"]),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(_EUROPEAN_FIGURE, min_size=1, max_size=6), st.sampled_from(["de_DE", "fr_FR", "es_ES"])
+)
+def test_no_digit_or_currency_symbol_survives_in_german_french_or_spanish(parts, language):
+    text = " ".join(parts) + "."
+    said = normalize(text, language)
+    assert not any(character in "0123456789€$£" for character in said), (text, said)
+
+
+def test_the_report_counts_each_language_and_class_and_names_what_it_read_wrong(tmp_path):
+    import subprocess
+    import sys
+
+    corpus = tmp_path / "corpus.tsv"
+    corpus.write_text(
+        "# language\tclass\twritten\tspoken\n"
+        "en_US\tyear\t1994\tnineteen ninety-four\n"
+        "en_US\tyear\t2012\ttwo thousand twelve\n"
+        "de_DE\tdate\tam 7.12.\tam siebten Dezember.\n",
+        encoding="utf-8",
+    )
+    script = Path(__file__).parent.parent / "tools" / "normalization_report.py"
+    run = subprocess.run(
+        [sys.executable, str(script), "--corpus", str(corpus), "--failures"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 1
+    lines = run.stdout.splitlines()
+    assert lines[0].split() == ["de_DE", "date", "1/1"]
+    assert lines[1].split() == ["en_US", "year", "1/2"]
+    assert "wanted 'two thousand twelve'" in run.stdout and "said   'twenty twelve'" in run.stdout

@@ -81,6 +81,16 @@ def test_install_checks_builds_and_speaks_german(tmp_path, catalog_server, mirro
     said = run_cli("text", "--config", str(config), "--voice", GERMAN, "am 3. Oktober um 14:30 Uhr")
     assert said.returncode == 0, said.stderr
     assert "am dritten Oktober um vierzehn Uhr dreißig" in said.stdout.decode()
+    said = run_cli(
+        "text",
+        *("--config", str(config), "--voice", GERMAN),
+        "Der 2. Versuch am 7.12. kostet 5 Euro, bei 20 °C und 30 % Rabatt.",
+    )
+    assert said.returncode == 0, said.stderr
+    assert said.stdout.decode().strip() == (
+        "Der zweite Versuch am siebten Dezember kostet fünf Euro, "
+        "bei zwanzig Grad Celsius und dreißig Prozent Rabatt."
+    )
 
     out = tmp_path / "german.wav"
     spoken = run_cli(

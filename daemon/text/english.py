@@ -25,13 +25,15 @@ _MONTH_ABBREVIATIONS = {name[:3]: name for name in MONTHS} | {"Sept": "September
 
 
 def _any_case(name: str) -> str:
-    """ "July" or "july" (not "may": the verb; "May" is the month)."""
-    return name if name == "May" else f"[{name[0]}{name[0].lower()}]{name[1:]}"
+    """ "July", "july" or "JULY" (not "may": the verb; "May" and "MAY" are the month)."""
+    if name == "May":
+        return "May|MAY"
+    return f"[{name[0]}{name[0].lower()}]{name[1:]}|{name.upper()}"
 
 
 _MONTH_NAMES = [
     *(_any_case(name) for name in MONTHS),
-    *(rf"{_any_case(short)}\.?" for short in _MONTH_ABBREVIATIONS),
+    *(rf"(?:{_any_case(short)})\.?" for short in _MONTH_ABBREVIATIONS),
 ]
 _MONTH = rf"(?P<month>{'|'.join(_MONTH_NAMES)})"
 # A bare four-digit number in these years is read as a year ("nineteen ninety-four").
@@ -217,7 +219,7 @@ def _figure_rules() -> list[Rule]:
         (re.compile(r"\b(\d{1,2})/(\d{1,2})/(\d{4}|\d{2})\b"), _numeric_date),
         (re.compile(r"\b(\d{1,2})-(\d{1,2})-(\d{4})\b"), _numeric_date),
         (
-            re.compile(rf"\b{_MONTH}-(?P<day>\d{{1,2}})-(?P<year>\d{{4}})\b"),
+            re.compile(rf"\b{_MONTH}-(?P<day>\d{{1,2}})(?:-(?P<year>\d{{4}}))?\b"),
             _month_first_dashed,
         ),
         (
@@ -270,6 +272,13 @@ def _figure_rules() -> list[Rule]:
         (
             re.compile(
                 r"\b(?P<hours>1[0-2]|0?[1-9])\s?(?P<minutes>)(?P<seconds>)(?P<meridiem>[aApP]\.?[mM]\b\.?)"
+            ),
+            _time,
+        ),
+        (  # "1.59 p.m.": a dot for the colon, with a meridiem that says it is a time
+            re.compile(
+                r"\b(?P<hours>1[0-2]|0?[1-9])\.(?P<minutes>[0-5]\d)(?P<seconds>)"
+                r"\s?(?P<meridiem>[aApP]\.?[mM]\b\.?)"
             ),
             _time,
         ),

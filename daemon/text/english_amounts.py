@@ -126,7 +126,8 @@ def _money_words(amount: str, code: str, scale: str | None, language: str) -> st
     if scale:
         return f"{numbers.cardinal(plain, language)} {_SCALES[scale.lower()]} {major_many}"
     whole, _, fraction = plain.partition(".")
-    if fraction and not minor_many:  # yen has no minor unit: read the decimals as written
+    # Yen has no minor unit, and "$20.506" is no price in cents: the decimals as written.
+    if fraction and (not minor_many or len(fraction) > 2):
         return f"{numbers.cardinal(plain, language)} {major_many}"
     cents = int(fraction.ljust(2, "0")[:2]) if fraction else 0
     major = int(whole or "0")
@@ -137,7 +138,7 @@ def _money_words(amount: str, code: str, scale: str | None, language: str) -> st
         )
     if cents:
         minor = minor_one if cents == 1 else minor_many
-        if said and not say_and:
+        if said and not say_and and cents >= 10:
             said.append(numbers.cardinal(str(cents), language))  # "three pounds fifty"
         else:
             said.append(f"{numbers.cardinal(str(cents), language)} {minor}")
@@ -220,7 +221,7 @@ def rules() -> list[Rule]:
         (re.compile(r"(?<![\w.])(?P<amount>\d+)p\b"), _pence),
         (
             re.compile(
-                r"(?<![\w.])(?P<sign>[-−])?(?P<amount>\d+(?:\.\d+)?)\s?[°º]\s?(?P<scale>[CFcf](?![a-z]))?"
+                r"(?<![\w.])(?P<sign>[-−])?(?P<amount>\d+(?:\.\d+)?)\s?[°º](?:\s?(?P<scale>[CFcf])(?![a-z]))?"
             ),
             _temperature,
         ),

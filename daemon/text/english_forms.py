@@ -55,7 +55,8 @@ _STREET_TYPES = {
 }  # fmt: skip
 _STREET = (
     r"(?:Street|Avenue|Road|Boulevard|Lane|Drive|Way|Place|Court|Square|Highway|Expressway"
-    r"|Parkway|Freeway|Circle|Terrace|Trail|(?:" + "|".join(_STREET_TYPES) + r")\b\.?)"
+    r"|Parkway|Freeway|Circle|Terrace|Trail"
+    r"|(?:" + "|".join(f"{short}|{short.lower()}" for short in _STREET_TYPES) + r")\b\.?)"
 )
 _DIRECTIONS = {"N": "North", "S": "South", "E": "East", "W": "West"}
 _STATES = {
@@ -100,6 +101,10 @@ def _house_number(match: re.Match[str], language: str) -> str:
     """1600 → sixteen hundred, 221 → two twenty-one, 2005 → twenty oh five: street numbers
     are read in pairs, as years are."""
     digits = match.group("number")
+    if len(digits) <= 2:
+        said = numbers.cardinal(digits, language)
+        letter = f" {spell(match.group('letter'), language)}" if match.group("letter") else ""
+        return f"{said}{letter} {_street(match.group('street'))}{_end(match)}"
     head, tail = digits[:-2], int(digits[-2:])
     said = numbers.cardinal(head, language)
     if tail == 0:
@@ -109,7 +114,13 @@ def _house_number(match: re.Match[str], language: str) -> str:
     else:
         said += f" {numbers.cardinal(str(tail), language)}"
     letter = f" {spell(match.group('letter'), language)}" if match.group("letter") else ""
-    return f"{said}{letter} {_street(match.group('street'))}"
+    return f"{said}{letter} {_street(match.group('street'))}{_end(match)}"
+
+
+def _end(match: re.Match[str]) -> str:
+    """The dot of "St." that also ended the text."""
+    ends = match.group("street").endswith(".") and not match.string[match.end() :].strip()
+    return "." if ends else ""
 
 
 def _street(name: str) -> str:
@@ -117,14 +128,17 @@ def _street(name: str) -> str:
     words = name.split()
     if words[0] in _DIRECTIONS and len(words) > 1:
         words[0] = _DIRECTIONS[words[0]]
-    words[-1] = _STREET_TYPES.get(words[-1].rstrip("."), words[-1])
+    words[-1] = _STREET_TYPES.get(words[-1].rstrip(".").capitalize(), words[-1])
     return " ".join(words)
 
 
 def _state_zip(match: re.Match[str], language: str) -> str:
     """ ", CA 95051": California, nine five zero five one (a ZIP code is read digit by digit)."""
+    state = _STATES[match.group("state")]
+    if match.group("zip") is None:
+        return f"{match.group('lead')}{state}"
     zip_code = ", ".join(numbers.digits(part, language) for part in match.group("zip").split("-"))
-    return f"{match.group('lead')}{_STATES[match.group('state')]} {zip_code}"
+    return f"{match.group('lead')}{state}{match.group('between')}{zip_code}"
 
 
 def _zone_after_meridiem(match: re.Match[str], language: str) -> str:
@@ -147,6 +161,15 @@ def _plural(words: str) -> str:
 
 def _decade(match: re.Match[str], language: str) -> str:
     return _plural(numbers.year(int(match.group("decade")), language))
+
+
+def _decade_range(match: re.Match[str], language: str) -> str:
+    """ "1960s-80s": nineteen sixties to eighties."""
+    end = match.group("full")
+    said_end = (
+        numbers.year(int(end), language) if end else numbers.cardinal(match.group("tens"), language)
+    )
+    return f"{_decade(match, language)} to {_plural(said_end)}"
 
 
 def _short_decade(match: re.Match[str], language: str) -> str:
@@ -270,7 +293,8 @@ def before() -> list[Rule]:
         ),
         (
             re.compile(
-                rf"(?P<lead>,\s)(?P<state>{'|'.join(_STATES)})\s(?P<zip>\d{{5}}(?:-\d{{4}})?)\b"
+                rf"(?P<lead>,\s)(?P<state>{'|'.join(_STATES)})"
+                r"(?:(?P<between>,?\s)(?P<zip>\d{5}(?:-\d{4})?)\b|(?=\s*(?:[.,;]|$)))"
             ),
             _state_zip,
         ),
@@ -300,13 +324,21 @@ def before() -> list[Rule]:
         (re.compile(r"\bQ(?P<q>[1-4])\s+(?P<year>1[5-9]\d\d|20\d\d)\b"), _quarter),
         (
             re.compile(
-                rf"(?<![\w.,$£€¥₹])(?P<number>[1-9]\d{{2,4}})(?P<letter>[A-Z]?)"
+                rf"(?<![\w.,$£€¥₹])(?P<number>[1-9]\d{{0,4}})(?P<letter>[A-Z]?)"
                 r"\s+(?P<street>(?:[NSEW]\s+)?(?:(?:[A-Z][a-z]+|\d+(?:st|nd|rd|th))\s+){1,3}"
                 rf"{_STREET})(?!\w)"
             ),
             _house_number,
         ),
+        (
+            re.compile(
+                r"\b(?P<decade>1[1-9]\d0|20[0-9]0)'?s\s?[–-]\s?"
+                r"(?:(?P<full>1[1-9]\d0|20[0-9]0)|(?P<tens>[1-9]0))'?s\b"
+            ),
+            _decade_range,
+        ),
         (re.compile(r"\b(?P<decade>1[1-9]\d0|20[0-9]0)'?s\b"), _decade),
+        (re.compile(r"\b401\(k\)"), lambda match, language: "four oh one k"),
         (
             re.compile(
                 r"(?P<lead>['’]|\b(?:mid|early|late)-|\b(?:the|early|late|mid) )"
@@ -323,7 +355,8 @@ def before() -> list[Rule]:
         (re.compile(r"\b24/7\b"), lambda match, language: "twenty-four seven"),
         (
             re.compile(
-                r"(?<![\d/.,])(?P<num>\d{1,5})/(?P<den>\d{1,5})(?:st|nd|rd|th)?(?![\d/]|\.\d)"
+                r"(?<![\d/.,])(?P<num>\d{1,5})/(?P<den>\d{1,5})(?:st|nd|rd|th|ST|ND|RD|TH)?"
+                r"(?![\d/]|\.\d)"
             ),
             _fraction,
         ),

@@ -1,8 +1,9 @@
-"""Announcements in languages other than English: dates, clock times, money and marked ordinals
-through num2words and Babel (CLDR's month names and number symbols). Plain numbers, percentages
-and everything else are left to espeak-ng, which reads them in each of its languages (but not
-"3." before a month, which it reads as the end of a sentence, nor "14:30", which it reads as
-two numbers)."""
+"""Announcements in languages other than English: dates (with and without a year), clock
+times, money (symbols, codes, and the currency written as a word), marked ordinals and German
+ordinals that agree with their article, ranges, percentages, temperatures and units, and every
+other number, all in words through num2words and Babel (CLDR's month names and number
+symbols), so that `fastvoice text` and captions show what is said. What a language needs and
+the libraries lack is written once, in the tables below."""
 
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ def _amount_pattern(language: str) -> str:
     decimal, group = _symbols(language)
     group_class = re.escape(group) + (r"\s" if group.isspace() else "")
     cents = rf"(?:{re.escape(decimal)}\d{{1,2}})?"
-    return rf"\d{{1,3}}(?:[{group_class}]\d{{3}})+{cents}|\d+{cents}"
+    return rf"[1-9]\d{{0,2}}(?:[{group_class}]\d{{3}})+(?!\d){cents}|\d+{cents}"
 
 
 def _plain_amount(text: str, language: str) -> str:
@@ -81,8 +82,55 @@ _CLOCK = {
 }
 # A word for "o'clock" that may follow the time in the text and is said already.
 _CLOCK_WORD = {"de": "Uhr", "fr": "heures?", "nl": "uur", "es": "horas", "pt": "horas"}
-# German day-and-month ("am 3. Oktober"): after these words the ordinal takes the dative.
-_GERMAN_DATIVE = re.compile(r"(?:\b(?:am|vom|zum|dem|im|bis|ab|seit)\s+)$", re.I)
+# A German ordinal's ending after the word before it: "-en" after these (dative, accusative
+# after den, genitive: "am ersten Mai", "den zweiten Versuch"), "-e" after der/die/das ("der
+# erste Mai"), "-er" with no article ("1. Mai" alone: "erster Mai").
+_GERMAN_EN = re.compile(r"\b(?:am|vom|zum|zur|beim|dem|den|des|im|bis|ab|seit|ins)\s+$", re.I)
+_GERMAN_E = re.compile(r"\b(?:der|die|das)\s+$", re.I)
+# Words after which "2." is an ordinal before its noun ("der 2. Versuch"), not a sentence end.
+_GERMAN_ORDINAL_CUE = (
+    r"(?:[Dd]er|[Dd]ie|[Dd]as|[Dd]em|[Dd]en|[Dd]es|[Aa]m|[Ii]m|[Zz]um|[Zz]ur|[Vv]om|[Bb]eim)"
+)
+# Per language: the word between the two ends of a range, percent, degrees, and units as said
+# after a number other than one (those a num2words language does not name are left as written).
+_RANGE = {"de": "bis", "fr": "à", "es": "a", "it": "a", "nl": "tot", "pt": "a"}
+_PERCENT = {
+    "de": "Prozent", "fr": "pour cent", "es": "por ciento", "it": "per cento",
+    "nl": "procent", "pt": "por cento",
+}  # fmt: skip
+_DEGREES = {
+    "de": ("Grad", "Grad"), "fr": ("degré", "degrés"), "es": ("grado", "grados"),
+    "it": ("grado", "gradi"), "nl": ("graad", "graden"), "pt": ("grau", "graus"),
+}  # fmt: skip
+_UNITS = {
+    "de": {
+        "km/h": "Kilometer pro Stunde", "km": "Kilometer", "m": "Meter", "cm": "Zentimeter",
+        "kg": "Kilogramm", "g": "Gramm", "l": "Liter", "min": "Minuten", "Min.": "Minuten",
+        "h": "Stunden", "Std.": "Stunden",
+    },
+    "fr": {
+        "km/h": "kilomètres par heure", "km": "kilomètres", "m": "mètres", "cm": "centimètres",
+        "kg": "kilos", "g": "grammes", "l": "litres", "min": "minutes", "h": "heures",
+    },
+    "es": {
+        "km/h": "kilómetros por hora", "km": "kilómetros", "m": "metros", "cm": "centímetros",
+        "kg": "kilos", "g": "gramos", "l": "litros", "min": "minutos", "h": "horas",
+    },
+    "it": {
+        "km/h": "chilometri orari", "km": "chilometri", "m": "metri", "cm": "centimetri",
+        "kg": "chili", "g": "grammi", "l": "litri", "min": "minuti",
+    },
+    "nl": {
+        "km/h": "kilometer per uur", "km": "kilometer", "m": "meter", "cm": "centimeter",
+        "kg": "kilo", "g": "gram", "l": "liter", "min": "minuten",
+    },
+    "pt": {
+        "km/h": "quilómetros por hora", "km": "quilómetros", "m": "metros",
+        "cm": "centímetros", "kg": "quilos", "g": "gramas", "l": "litros", "min": "minutos",
+    },
+}  # fmt: skip
+# The currency written as a word after the amount ("5 Euro", "10 euros", "3 dólares"): read by
+# the plain-number rule, the word as written.
 _NUMERIC_DATE = re.compile(r"\b(\d{1,2})([./-])(\d{1,2})\2(\d{4}|\d{2})\b")
 
 
@@ -140,9 +188,152 @@ def _wide_month(number: int, language: str) -> str:
 
 
 def _german_ordinal(day: int, before: str) -> str:
-    """ "dritten" after am/vom/zum, else "dritter"."""
+    """ "dritten" after am/vom/den, "dritte" after der/die/das, else "dritter"."""
     stem = numbers.ordinal(day, "de")  # "dritte"
-    return stem + ("n" if _GERMAN_DATIVE.search(before) else "r")
+    if _GERMAN_EN.search(before):
+        return stem + "n"
+    return stem if _GERMAN_E.search(before) else stem + "r"
+
+
+def _german_ordinals(text: str) -> str:
+    """ "am 7.12." (a day and a month, no year): "am siebten Dezember"; "der 2. Versuch": "der
+    zweite Versuch" (after an article or a contracted preposition, "2." before a noun is an
+    ordinal, not a sentence end)."""
+
+    def day_month(match: re.Match[str]) -> str:
+        day, month = int(match.group("day")), int(match.group("month"))
+        if not 1 <= day <= 31:
+            return match.group(0)
+        end = "." if not text[match.end() :].strip() else ""  # the date's dot ends the text
+        said = _german_ordinal(day, text[: match.start()])
+        return f"{said} {_wide_month(month, 'de')}{end}"
+
+    text = re.sub(
+        r"(?<![\d.])(?P<day>[12]?\d|3[01])\.(?P<month>1[0-2]|0?[1-9])\.(?!\d)", day_month, text
+    )
+    # "vom 3. bis 5. Oktober": the first day of a range, its month said once, after the second.
+    text = re.sub(
+        r"(?<![\d.])(?P<day>[12]?\d|3[01])\.(?=\s+(?:bis|und)\s+\w+(?:te[nr]?)\s)",
+        lambda m: _german_ordinal(int(m.group("day")), text[: m.start()]),
+        text,
+    )
+    pattern = re.compile(
+        rf"(?P<cue>\b{_GERMAN_ORDINAL_CUE}\s+)(?P<number>\d{{1,3}})\.\s+(?=[A-ZÄÖÜ][a-zäöüß])"
+    )
+    return pattern.sub(
+        lambda m: f"{m.group('cue')}{_german_ordinal(int(m.group('number')), m.group('cue'))} ",
+        text,
+    )
+
+
+def _amounts(text: str, language: str) -> str:
+    """Ranges, percentages, temperatures, units, then every other number, in words."""
+    base = language.split("_")[0]
+    decimal, group = _symbols(language)
+    group_class = re.escape(group) + (r"\s" if group.isspace() else "")
+    number = rf"[1-9]\d{{0,2}}(?:[{group_class}]\d{{3}})+(?!\d)(?:{re.escape(decimal)}\d+)?"
+    number += rf"|\d+(?:{re.escape(decimal)}\d+)?"
+
+    def said(written: str) -> str:
+        words = numbers.cardinal(_plain_amount(written, language), language)
+        if decimal in written and base in _DECIMAL_COMMA:  # "tres coma cinco", not "punto"
+            point = numbers.cardinal("0.5", language).split()[-2]
+            words = words.replace(f" {point} ", f" {_DECIMAL_COMMA[base]} ")
+        return words
+
+    if base in _RANGE:
+        text = re.sub(
+            rf"(?<![\w.,])({number})\s?[–-]\s?({number})(?![\w]|[.,]\d)",
+            lambda m: f"{said(m.group(1))} {_RANGE[base]} {said(m.group(2))}",
+            text,
+        )
+    if base in _PERCENT:
+        text = re.sub(
+            rf"(?<![\w.,])({number})\s?%", lambda m: f"{said(m.group(1))} {_PERCENT[base]}", text
+        )
+    if base in _DEGREES:
+
+        def degrees(m: re.Match[str]) -> str:
+            one, many = _DEGREES[base]
+            scale = {"C": " Celsius", "F": " Fahrenheit"}.get((m.group(3) or "").upper(), "")
+            minus = "minus " if m.group(1) else ""
+            return f"{minus}{said(m.group(2))} {one if m.group(2) == '1' else many}{scale}"
+
+        degree_sign = rf"(?<![\w.,])([-−])?({number})\s?[°º](?:\s?([CFcf])(?![a-z]))?"
+        text = re.sub(degree_sign, degrees, text)
+    units = _UNITS.get(base, {})
+    if units:
+        alternatives = "|".join(map(re.escape, sorted(units, key=len, reverse=True)))
+        text = re.sub(
+            rf"(?<![\w.,])({number})\s?({alternatives})(?![\w/])",
+            lambda m: f"{said(m.group(1))} {units[m.group(2)]}",
+            text,
+        )
+
+    if base not in _RANGE:  # a language without these tables: its numbers left to espeak-ng
+        return text
+    text = re.sub(  # "12:75", not a clock time: a score
+        r"(?<![\w.,:])(\d+):(\d+)(?![\d:])",
+        lambda m: f"{said(m.group(1))} {_SCORE[base]} {said(m.group(2))}",
+        text,
+    )
+    text = re.sub(
+        r"(?<![\w.,])(\d+)((?:\.\d+)+)(?!\w|[.,]\d)",  # "3.2", "1.2.3": a version, not groups
+        lambda m: _version(m, language) if not _grouped(m.group(0), group) else m.group(0),
+        text,
+    )
+
+    def plain(m: re.Match[str]) -> str:
+        written = m.group(0)
+        if re.fullmatch(r"0\d+|\d{7,}", written):  # a dialled or keyed number: digit by digit
+            return numbers.digits(written, language)
+        return _counted(said(written), text[m.end() :], base)
+
+    return re.sub(rf"(?<![\w.,])[-−]?(?:{number})(?![\d]|[.,]\d)", plain, text)
+
+
+# A decimal comma as said where num2words says "point"; a score's colon ("12:75").
+_DECIMAL_COMMA = {"es": "coma", "it": "virgola", "pt": "vírgula", "nl": "komma"}
+_SCORE = {"de": "zu", "fr": "à", "es": "a", "it": "a", "nl": "tegen", "pt": "a"}
+# The dot of a version number ("Version 3.2") as said.
+_DOT = {"de": "Punkt", "fr": "point", "es": "punto", "it": "punto", "nl": "punt", "pt": "ponto"}
+
+
+def _grouped(written: str, group: str) -> bool:
+    """ "5.000" in German: thousands, not a version."""
+    return group == "." and re.fullmatch(r"\d{1,3}(?:\.\d{3})+", written) is not None
+
+
+def _version(match: re.Match[str], language: str) -> str:
+    dot = f" {_DOT[language.split('_')[0]]} "
+    return dot.join(numbers.cardinal(part, language) for part in match.group(0).split("."))
+
+
+# "One" before a noun, by the noun's likely gender (its ending): German "eine Minute", "ein
+# Zug"; Spanish and Italian "una hora", "un minuto".
+_ONE_BEFORE_NOUN = {
+    "de": ("eins", "eine", "ein", r"(?:e|ung|heit|keit|ion|tät|schaft|ik)"),
+    "es": ("uno", "una", "un", r"a"),
+    "it": ("uno", "una", "un", r"a"),
+}
+
+
+# Words after "1" that are no noun it counts ("el 1 de mayo", "1 e 2").
+_NOT_NOUNS = {"de", "del", "y", "e", "o", "a", "al", "en", "di", "per", "con", "por", "para"}
+
+
+def _counted(said: str, after: str, base: str) -> str:
+    """A number's words as said before what follows it ("eine Minute", not "eins Minute")."""
+    rule = _ONE_BEFORE_NOUN.get(base)
+    if rule is None or said != rule[0]:
+        return said
+    noun = re.match(r"\s+([^\W\d_]+)", after)
+    if noun is None or noun.group(1).lower() in _NOT_NOUNS:
+        return said
+    if base == "de" and not noun.group(1)[0].isupper():
+        return said
+    _, feminine, plain, ending = rule
+    return feminine if re.search(rf"{ending}$", noun.group(1)) else plain
 
 
 def _german_day_month(text: str) -> str:
@@ -189,6 +380,7 @@ def normalize(text: str, language: str) -> str:
     text = _NUMERIC_DATE.sub(lambda match: _numeric_date(match, text, language), text)
     if language.split("_")[0] == "de":
         text = _german_day_month(text)
+        text = _german_ordinals(text)
     text = _clock_times(text, language)
     amount = _amount_pattern(language)
     symbols = "|".join(re.escape(symbol) for symbol in _SYMBOLS)
@@ -206,4 +398,4 @@ def normalize(text: str, language: str) -> str:
     ordinal = _MARKED_ORDINAL.get(language.split("_")[0])
     if ordinal is not None:
         text = ordinal.sub(lambda m: numbers.ordinal(int(m.group(1)), language), text)
-    return text
+    return _amounts(text, language)
