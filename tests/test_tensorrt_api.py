@@ -1,5 +1,10 @@
 """The TensorRT code held to NVIDIA's real Python bindings of every supported version (loaded over
-stub libraries: the API surface, never a GPU; see tests/tensorrt_bindings.py)."""
+stub libraries: the API surface, never a GPU; see tests/tensorrt_bindings.py).
+
+Where a check reads our source (the names it reaches through `trt`, that a call's bool result is
+tested), it is because the bindings cannot run those calls here: over stub libraries they load
+and describe themselves, but build and execute nothing. On a GPU box tests/test_gpu_device.py
+runs the same code for real."""
 
 from __future__ import annotations
 
