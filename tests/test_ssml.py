@@ -112,6 +112,25 @@ def test_phonemes_are_spoken_as_given(quiet):
     assert np.abs(as_ipa - as_text).max() < 1e-3
 
 
+def test_inline_phonemes_are_spoken_as_given_like_ssml_phonemes(quiet):
+    """piper-tts's `[[ phonemes ]]` in plain text: the same audio as `<phoneme>` gives."""
+    ipa = "".join(quiet.voices.get().phonemes("tomato")[0])
+    as_ssml = spoken(quiet, f'<speak>Say <phoneme ph="{ipa}">tomahto</phoneme> now.</speak>')
+    inline = spoken(quiet, f"Say [[ {ipa} ]] now.")
+    assert len(inline) == len(as_ssml)
+    assert np.abs(inline - as_ssml).max() < 1e-3
+
+
+@pytest.mark.parametrize(
+    ("text", "named"),
+    [("Say [[ hə€loʊ ]] now.", "'€' (U+20AC)"), ("Say [[ ]] now.", "holds no phonemes")],
+)
+def test_inline_phonemes_outside_the_voice_are_refused_naming_the_symbol(registry, text, named):
+    with pytest.raises(TextError) as caught:
+        script_of(registry, text)
+    assert named in str(caught.value)
+
+
 def test_say_as_and_sub_change_the_words(registry):
     script = script_of(
         registry,

@@ -4,6 +4,7 @@ text through here, at acceptance (so bad text is refused before it is queued) an
 
 from __future__ import annotations
 
+import re
 from typing import Protocol
 
 from daemon.config import LexiconConfig, TextConfig
@@ -56,10 +57,35 @@ def prepare(
         )
     else:
         events = [ssml.Text(text, base)]
-    script = _Builder(config, voices).build(events)
+    script = _Builder(config, voices).build(_with_inline_phonemes(events))
     if not any(isinstance(item, Utterance | Sound) for item in script):
         raise TextError("text is empty (after removing whitespace and control characters)")
     return script
+
+
+# Phonemes written inline, as piper-tts takes them: "Say [[ IPA ]] now."
+_INLINE_PHONEMES = re.compile(r"\[\[\s*(?P<symbols>[^\[\]]*?)\s*\]\]")
+
+
+def _with_inline_phonemes(events: list[ssml.Event]) -> list[ssml.Event]:
+    """Each `[[ phonemes ]]` of a text (plain or inside SSML) as a run of phonemes, spoken as
+    written and checked against the voice's phoneme set like SSML's `<phoneme>`."""
+    found: list[ssml.Event] = []
+    for event in events:
+        if not isinstance(event, ssml.Text) or event.say_as is not None or "[[" not in event.text:
+            found.append(event)
+            continue
+        start = 0
+        for match in _INLINE_PHONEMES.finditer(event.text):
+            if not match.group("symbols"):
+                raise TextError("[[ ]] holds no phonemes: write them between the brackets")
+            if match.start() > start:
+                found.append(ssml.Text(event.text[start : match.start()], event.style))
+            found.append(ssml.PhonemeRun(match.group("symbols"), event.style))
+            start = match.end()
+        if start < len(event.text):
+            found.append(ssml.Text(event.text[start:], event.style))
+    return found
 
 
 class _Builder:
