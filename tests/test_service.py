@@ -116,6 +116,28 @@ def test_publish_wav_returns_the_audio(daemon):
         assert abs(wav.getnframes() / EMBEDDED_RATE - finished["audio_s"]) < 0.3
 
 
+def test_a_say_sets_its_own_rate_and_pause_between_sentences(daemon):
+    """Pacing per request (Home Assistant's Piper add-on's two most asked-for options): twice
+    the rate is about half as long; a longer pause between sentences adds exactly that."""
+
+    def published_seconds(**pacing) -> float:
+        topic = f"{daemon.base}/reply/pacing-{len(pacing)}-{pacing.get('rate', 1)}"
+        text = "The train is late. Please wait."
+        job = say(daemon, text=text, output="publish", reply_topic=topic, **pacing)
+        daemon.recorder.event(job, "finished")
+        _, payload, _ = daemon.recorder.wait_for(lambda t, p: t == topic)
+        with wave.open(io.BytesIO(payload)) as wav:
+            return wav.getnframes() / wav.getframerate()
+
+    plain = published_seconds()
+    fast = published_seconds(rate=2.0)
+    paused = published_seconds(sentence_pause_s=2.0, rate=1.0)
+    assert 0.4 * plain < fast < 0.65 * plain
+    default_pause = parse_config({}).audio.sentence_pause_s
+    # (Each synthesis draws its own durations: the sentences themselves vary by tens of ms.)
+    assert paused - plain == pytest.approx(2.0 - default_pause, abs=0.25)
+
+
 def test_publish_pcm_chunks_in_order_with_a_final_empty_one(daemon):
     topic = f"{daemon.base}/reply/pcm"
     job = say(

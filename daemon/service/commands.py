@@ -59,6 +59,15 @@ class SayCommand(BaseModel):
         "sounds.dir, or none; default: the config's sounds.chime_by_priority",
     )
     volume: float | None = Field(None, ge=0.0, le=1.0, description="this job's volume, 0 to 1")
+    rate: float = Field(
+        1.0, ge=0.5, le=2.0, description="speaking rate: 2 is twice as fast, 0.5 half as fast"
+    )
+    sentence_pause_s: float | None = Field(
+        None,
+        ge=0.0,
+        le=5.0,
+        description="silence between sentences; default: the config's audio.sentence_pause_s",
+    )
     output: Literal["play", "publish", "both"] = Field(
         "play", description="play on the box, publish to reply_topic, or both"
     )

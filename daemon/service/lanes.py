@@ -143,7 +143,7 @@ class Lane(threading.Thread):
         cap = None if quiet is None else quiet.volume_cap(command.priority)
         if cap is not None and self.player.volume > 0:  # the box volume times this: at most cap
             volume = min(volume, cap / self.player.volume)
-        options = SpeechOptions(speaker=command.speaker, volume=volume)
+        options = SpeechOptions(speaker=command.speaker, volume=volume, rate=command.rate)
         chunks = self.synthesizer.synthesize(
             command.text, command.voice, options, chime=command.chime, script=job.script
         )
@@ -168,7 +168,7 @@ class Lane(threading.Thread):
         pieces = self._sentences(job, rate)
         if command.captions:
             pieces = self._captioned(job, pieces, rate)
-        blocks = self.synthesizer.joined(pieces, rate)
+        blocks = self.synthesizer.joined(pieces, rate, job.command.sentence_pause_s)
         published: list[np.ndarray] = []
         if command.output in ("publish", "both"):
             blocks = self._tee(blocks, published, command.reply_topic, command.format, rate)
@@ -189,7 +189,7 @@ class Lane(threading.Thread):
     def _captioned(self, job: Job, pieces: Iterator[AudioPiece], rate: int) -> Iterator[AudioPiece]:
         """Each sentence's words as an event, when its first piece is made (ahead of its
         audio, which the player still has to reach)."""
-        clock = self.synthesizer.word_clock(rate)
+        clock = self.synthesizer.word_clock(rate, job.command.sentence_pause_s)
         for piece in pieces:
             words = clock.place(piece)
             if words:
