@@ -138,6 +138,45 @@ def test_a_say_sets_its_own_rate_and_pause_between_sentences(daemon):
     assert paused - plain == pytest.approx(2.0 - default_pause, abs=0.25)
 
 
+@pytest.mark.parametrize(("form", "sample_rate"), [("flac", 16000), ("opus", 48000), ("mp3", None)])
+def test_published_audio_comes_in_the_format_and_rate_asked_for(daemon, form, sample_rate):
+    """ESP32 satellites want 16 kHz, streams Opus or MP3: each job says so itself."""
+    import soundfile
+
+    topic = f"{daemon.base}/reply/{form}"
+    job = say(
+        daemon,
+        text="In the format asked for.",
+        output="publish",
+        reply_topic=topic,
+        format=form,
+        **({"sample_rate": sample_rate} if sample_rate else {}),
+    )
+    finished = daemon.recorder.event(job, "finished")
+    _, payload, _ = daemon.recorder.wait_for(lambda t, p: t == topic)
+    audio, rate = soundfile.read(io.BytesIO(payload))
+    assert rate == (sample_rate or EMBEDDED_RATE)
+    assert abs(len(audio) / rate - finished["audio_s"]) < 0.15
+
+
+def test_pcm_chunks_come_at_the_rate_asked_for(daemon):
+    topic = f"{daemon.base}/reply/pcm16k"
+    job = say(
+        daemon,
+        text="Sixteen kilohertz for a satellite.",
+        output="publish",
+        reply_topic=topic,
+        format="pcm",
+        sample_rate=16000,
+    )
+    finished = daemon.recorder.event(job, "finished")
+    daemon.recorder.wait_for(lambda t, p: t == topic and decode_chunk(p).is_last)
+    chunks = [decode_chunk(p) for t, p, _ in daemon.recorder.seen if t == topic]
+    assert {c.sample_rate for c in chunks} == {16000}
+    seconds = sum(c.samples.size for c in chunks) / 16000
+    assert abs(seconds - finished["audio_s"]) < 0.05
+
+
 def test_publish_pcm_chunks_in_order_with_a_final_empty_one(daemon):
     topic = f"{daemon.base}/reply/pcm"
     job = say(

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import io
 from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import ThreadPoolExecutor
 
@@ -15,23 +14,13 @@ import numpy as np
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from daemon.adapters.http_common import HttpError, HttpPorts
+from daemon.audio.encoding import MEDIA_TYPES, EncodingError, encoded, resampled
 from daemon.audio.pcm import to_int16
-from daemon.audio.wav import streaming_header, wav_bytes
+from daemon.audio.wav import streaming_header
 from daemon.errors import FastvoiceError
 from daemon.speech import captions
 from daemon.text.ssml import is_ssml
 from daemon.voices.base import SpeechOptions
-
-MEDIA_TYPES = {
-    "wav": "audio/wav",
-    "pcm": "audio/L16",
-    "flac": "audio/flac",
-    "mp3": "audio/mpeg",
-    "opus": "audio/ogg",
-}
-# libsndfile's container and codec of each encoded format; Opus takes only these rates.
-ENCODED = {"flac": ("FLAC", "PCM_16"), "mp3": ("MP3", "MPEG_LAYER_III"), "opus": ("OGG", "OPUS")}
-OPUS_RATES = (8000, 12000, 16000, 24000, 48000)
 
 
 def _checked(ports: HttpPorts, text: str, voice: str | None, response_format: str) -> str:
@@ -61,7 +50,7 @@ async def rendered(
     rate = door.voice_info(name).sample_rate
     blocks = door.render(text, name, SpeechOptions(rate=speed))
     if output_rate is not None and output_rate != rate:
-        blocks, rate = _resampled(blocks, rate, output_rate), output_rate
+        blocks, rate = resampled(blocks, rate, output_rate), output_rate
     if response_format in ("wav", "pcm"):
         producer = _OwnThread(blocks)
         first = await producer.next()
@@ -117,28 +106,11 @@ async def captioned(
 async def _whole(blocks: Iterator[np.ndarray], rate: int, response_format: str) -> bytes:
     """The whole audio in an encoded format (PCM: raw 16-bit samples)."""
     audio = await asyncio.to_thread(lambda: np.concatenate([np.zeros(0, np.float32), *blocks]))
-    if response_format == "pcm":
-        return to_int16(audio).tobytes()
-    if response_format == "wav":
-        return wav_bytes([audio], rate)
     try:
-        return await asyncio.to_thread(_encoded, audio, rate, response_format)
-    except (ImportError, RuntimeError, ValueError, TypeError) as error:
+        return await asyncio.to_thread(encoded, audio, rate, response_format)
+    except (ImportError, EncodingError) as error:
         message = f"response_format {response_format!r}: this box cannot encode it ({error})"
         raise HttpError(501, message) from None
-
-
-def _resampled(blocks: Iterator[np.ndarray], rate: int, output_rate: int) -> Iterator[np.ndarray]:
-    """The blocks at `output_rate`, resampled as they come (soxr's streaming resampler)."""
-    import soxr
-
-    resampler = soxr.ResampleStream(rate, output_rate, 1, dtype="float32")
-    try:
-        for block in blocks:
-            yield resampler.resample_chunk(block)
-        yield resampler.resample_chunk(np.zeros(0, dtype=np.float32), last=True)
-    finally:
-        blocks.close()  # a client that left: the synthesis stops too
 
 
 class _OwnThread:
@@ -160,16 +132,3 @@ class _OwnThread:
             await asyncio.shield(loop.run_in_executor(self.executor, self.blocks.close))
         finally:
             self.executor.shutdown(wait=False)
-
-
-def _encoded(audio: np.ndarray, rate: int, response_format: str) -> bytes:
-    import soundfile
-
-    container, codec = ENCODED[response_format]
-    if response_format == "opus" and rate not in OPUS_RATES:
-        import soxr
-
-        audio, rate = soxr.resample(audio, rate, 48000), 48000
-    buffer = io.BytesIO()
-    soundfile.write(buffer, audio, rate, format=container, subtype=codec)
-    return buffer.getvalue()

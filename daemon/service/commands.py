@@ -74,8 +74,16 @@ class SayCommand(BaseModel):
     reply_topic: str | None = Field(
         None, max_length=256, description="where published audio goes (no wildcards)"
     )
-    format: Literal["wav", "pcm"] = Field(
-        "wav", description="published audio: one WAV message, or PCM chunks (docs/mqtt.md)"
+    format: Literal["wav", "pcm", "flac", "mp3", "opus"] = Field(
+        "wav",
+        description="published audio: PCM chunks as they are made (docs/mqtt.md), or one "
+        "message of WAV, FLAC, MP3 or Opus (Ogg)",
+    )
+    sample_rate: int | None = Field(
+        None,
+        ge=8000,
+        le=48000,
+        description="published audio at this rate (resampled); default: the voice's own",
     )
     expires_s: float | None = Field(
         None, gt=0, le=86_400, description="drop the job if it has not started this long after"

@@ -14,12 +14,14 @@ import time
 from collections.abc import Callable, Iterator
 
 import numpy as np
+import soxr
 
+from daemon.audio.encoding import encoded
 from daemon.audio.pcm_stream import encode_chunk
 from daemon.audio.piece import AudioPiece
 from daemon.audio.player import Player
-from daemon.audio.wav import wav_bytes
 from daemon.errors import FastvoiceError, reason_code
+from daemon.service.commands import SayCommand
 from daemon.service.jobs import Job, JobQueue
 from daemon.service.quiet_hours import quiet_for
 from daemon.service.settings import Settings
@@ -171,7 +173,7 @@ class Lane(threading.Thread):
         blocks = self.synthesizer.joined(pieces, rate, job.command.sentence_pause_s)
         published: list[np.ndarray] = []
         if command.output in ("publish", "both"):
-            blocks = self._tee(blocks, published, command.reply_topic, command.format, rate)
+            blocks = self._tee(blocks, published, command, rate)
         if command.output in ("play", "both"):
             start_at = None
             if command.at is not None:
@@ -183,8 +185,12 @@ class Lane(threading.Thread):
                 pass
         if self._interrupt is not None:
             raise Interrupted
-        if command.output != "play" and command.format == "wav":
-            self.publish(command.reply_topic, wav_bytes(published, rate))
+        if command.output != "play" and command.format != "pcm":
+            audio = np.concatenate([np.zeros(0, np.float32), *published])
+            sent_rate = command.sample_rate or rate
+            if sent_rate != rate:
+                audio = soxr.resample(audio, rate, sent_rate)
+            self.publish(command.reply_topic, encoded(audio, sent_rate, command.format))
 
     def _captioned(self, job: Job, pieces: Iterator[AudioPiece], rate: int) -> Iterator[AudioPiece]:
         """Each sentence's words as an event, when its first piece is made (ahead of its
@@ -219,16 +225,32 @@ class Lane(threading.Thread):
         return iter(rendered), None
 
     def _tee(
-        self, blocks: Iterator[np.ndarray], kept: list[np.ndarray], topic: str, form: str, rate: int
+        self, blocks: Iterator[np.ndarray], kept: list[np.ndarray], command: SayCommand, rate: int
     ) -> Iterator[np.ndarray]:
-        """Passes blocks through; PCM chunks go out as they come, WAV blocks are kept."""
+        """Passes blocks through; PCM chunks go out as they come (at the rate asked for), the
+        blocks of a whole format are kept."""
+        topic = command.reply_topic
+        assert topic is not None
+        if command.format != "pcm":
+            for block in blocks:
+                kept.append(block)
+                yield block
+            return
+        sent_rate = command.sample_rate or rate
+        resampler = None
+        if sent_rate != rate:
+            resampler = soxr.ResampleStream(rate, sent_rate, 1, dtype="float32")
         sequence = 0
         for block in blocks:
-            if form == "pcm":
-                self.publish(topic, encode_chunk(block, rate, sequence))
-                sequence += 1
-            else:
-                kept.append(block)
+            sent = block if resampler is None else resampler.resample_chunk(block)
+            self.publish(topic, encode_chunk(sent, sent_rate, sequence))
+            sequence += 1
             yield block
-        if form == "pcm" and self._interrupt is None:
-            self.publish(topic, encode_chunk(np.zeros(0, dtype=np.float32), rate, sequence))
+        if self._interrupt is None:
+            last = np.zeros(0, dtype=np.float32)
+            if resampler is not None:
+                last = resampler.resample_chunk(last, last=True)
+            if last.size:
+                self.publish(topic, encode_chunk(last, sent_rate, sequence))
+                sequence += 1
+            self.publish(topic, encode_chunk(np.zeros(0, dtype=np.float32), sent_rate, sequence))
