@@ -52,6 +52,32 @@ def test_plain_text_plays_and_events_arrive_in_order(daemon, capture):
     assert abs(len(np.trim_zeros(played)) / EMBEDDED_RATE - finished["audio_s"]) < 0.3
 
 
+def test_a_lead_in_keeps_the_first_word_from_an_output_that_wakes_late(broker, capture, tmp_path):
+    """An amplifier that wakes late swallows the start of what the stream carries: with
+    `audio.lead_in_ms` the first 400 ms of the stream are silence, so a device that drops them
+    (simulated: the captured stream cut there) keeps every word; `audio.tail_ms` pads the end."""
+    mqtt = {"client_id": f"fv-{uuid.uuid4().hex[:6]}"}
+    padded = Daemon(
+        broker,
+        tmp_path,
+        capture.env(),
+        mqtt=mqtt,
+        audio={"prefill_s": 300, "lead_in_ms": 500, "tail_ms": 300},
+    )
+    try:
+        job = say(padded, text="The washing machine has finished.")
+        finished = padded.recorder.event(job, "finished")
+    finally:
+        padded.stop()
+    stream = np.fromfile(capture.files["default"], dtype=np.float32)
+    woken = stream[int(0.4 * EMBEDDED_RATE) :]  # what a device that drops 400 ms plays
+    assert np.count_nonzero(stream) == np.count_nonzero(woken)
+    heard = np.trim_zeros(woken)
+    assert abs(len(heard) / EMBEDDED_RATE - finished["audio_s"]) < 0.3
+    first, last = np.flatnonzero(stream)[[0, -1]]
+    assert first >= 0.5 * EMBEDDED_RATE and len(stream) - last >= 0.3 * EMBEDDED_RATE
+
+
 BAD_PAYLOADS = [
     (b'{"text": "hi"', "invalid JSON"),
     (b'{"text": "hi', "invalid JSON: Unterminated string starting at line 1 column 10"),

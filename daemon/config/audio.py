@@ -27,6 +27,16 @@ class AudioConfig(StrictModel):
     volume: float = Field(1.0, ge=0.0, le=1.0)
     sentence_pause_s: float = Field(0.2, ge=0.0, le=5.0, description="silence between sentences")
     fade_ms: float = Field(4.0, ge=0.0, le=50.0, description="fade at sentence edges (no clicks)")
+    lead_in_ms: int = Field(
+        0,
+        ge=0,
+        le=5000,
+        description="silence played before each job, for an amplifier that wakes late and "
+        "would swallow the first word",
+    )
+    tail_ms: int = Field(
+        0, ge=0, le=5000, description="silence played after each job, for one that cuts the end"
+    )
     sample_rate: int | None = Field(
         None, ge=8000, le=192_000, description="resample to this rate (default: the voice's)"
     )

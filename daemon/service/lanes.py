@@ -178,6 +178,7 @@ class Lane(threading.Thread):
             start_at = None
             if command.at is not None:
                 blocks, start_at = self._timed(job, blocks)
+            blocks = self._padded(blocks, rate, start_at is not None)
             if not self.player.play(blocks, rate, start_at, job.id) and self._interrupt is None:
                 self._interrupt = "stopped"
         else:
@@ -191,6 +192,16 @@ class Lane(threading.Thread):
             if sent_rate != rate:
                 audio = soxr.resample(audio, rate, sent_rate)
             self.publish(command.reply_topic, encoded(audio, sent_rate, command.format))
+
+    def _padded(self, blocks: Iterator[np.ndarray], rate: int, timed: bool) -> Iterator[np.ndarray]:
+        """`audio.lead_in_ms` of silence before what is played (not before a timed start: it
+        would make the box late) and `audio.tail_ms` after it."""
+        audio = self.settings.config.audio
+        if audio.lead_in_ms and not timed:
+            yield np.zeros(round(rate * audio.lead_in_ms / 1000), np.float32)
+        yield from blocks
+        if audio.tail_ms:
+            yield np.zeros(round(rate * audio.tail_ms / 1000), np.float32)
 
     def _captioned(self, job: Job, pieces: Iterator[AudioPiece], rate: int) -> Iterator[AudioPiece]:
         """Each sentence's words as an event, when its first piece is made (ahead of its
