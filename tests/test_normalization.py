@@ -14,19 +14,12 @@ from daemon.config import TextConfig
 from daemon.text.normalize import normalize
 from daemon.text.prepare import prepare
 from daemon.text.script import Utterance
-
-CORPUS = Path(__file__).parent / "data" / "announcements.tsv"
+from tools.normalization_report import CORPUS, rows
 
 
 def corpus() -> list[tuple[str, str, str, str]]:
-    """(language, class, written, spoken) rows."""
-    rows = []
-    for line in CORPUS.read_text(encoding="utf-8").splitlines():
-        if line.startswith("#") or not line.strip():
-            continue
-        language, kind, written, spoken = line.split("\t")
-        rows.append((language, kind, written, spoken))
-    return rows
+    """(language, class, written, spoken) rows, read as the per-class report reads them."""
+    return rows(CORPUS)
 
 
 def test_the_corpus_is_large_and_covers_every_class_of_english_announcement():
