@@ -96,3 +96,31 @@ def test_send_to_a_zone_starts_its_members_together_and_follows_each(fleet, brok
         assert "late" not in boxes[name].recorder.events("z-1")  # both made the one `at`
     nobody = run_cli("send", "Hello?", "--zone", "attic", "--config", str(config))
     assert nobody.returncode != 0 and b"no box is in zone 'attic'" in nobody.stderr
+
+
+def test_a_zone_job_gets_a_receipt_per_box_names_the_offline_one_and_falls_back(
+    fleet, broker, tmp_path
+):
+    """Box `a` dies (its last will says offline, its membership stays): a job for the lobby is
+    not waited for there, the receipts and the zone's summary name `a` as offline, and the job
+    goes to the fallback zone, floor-2, where `b` plays it again."""
+    topic, boxes, watcher = fleet
+    boxes["a"].process.kill()
+    boxes["a"].process.wait(10)
+    watcher.wait_for(lambda t, p: t == f"{topic}/a/status" and p == b"offline")
+    config = tmp_path / "operator.yaml"
+    mqtt = {"port": broker.port, "base_topic": f"{topic}/operator"}
+    config.write_text(json.dumps({"mqtt": mqtt}))
+    result = run_cli("send", "Lobby, please.", "--zone", "lobby", "--id", "z-2",
+                     "--fallback-zone", "floor-2", "--config", str(config))  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.decode().splitlines()
+    assert f"receipt {topic}/a  offline: its status is 'offline'" in lines
+    assert "zone lobby: 1 of 2 played" in lines and "fallback: zone floor-2" in lines
+    assert any(line.startswith(f"receipt {topic}/b  played at ") for line in lines)
+    assert "zone floor-2: 1 of 1 played" in lines
+    _, payload, _ = watcher.wait_for(lambda t, p: t == f"{topic}/zone/lobby/receipts")
+    summary = json.loads(payload)
+    assert summary["id"] == "z-2" and summary["played"] == [f"{topic}/b"]
+    offline = {"outcome": "offline", "message": "its status is 'offline'"}
+    assert summary["not_played"] == {f"{topic}/a": offline}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from pathlib import Path
 
 from daemon.cli.options import bounded_float, print_event, read_text, speaker
@@ -37,24 +38,44 @@ def cmd_send(args: argparse.Namespace) -> int:
     if args.render:
         return _send_to_render(config, say, args)
     if args.zone is not None:
-        from daemon.mqtt.send import send_to_zone
-
         if args.output is not None:
             raise TextError("-o takes one box's audio: not with --zone")
         lead = config.queue.sync_lead_s if args.lead is None else args.lead
-        by_box = send_to_zone(config.mqtt, args.zone, say, lead, args.timeout)
-        for box, box_events in by_box.items():
-            for event in box_events:
-                print(f"{box}  ", end="")
-                print_event(event)
-        ok = all(box_events[-1]["event"] == "finished" for box_events in by_box.values())
-        return 0 if ok else 1
+        if _send_to_zone(config, args.zone, say, lead, args.timeout):
+            return 0
+        if args.fallback_zone is None:
+            return 1
+        print(f"fallback: zone {args.fallback_zone}")
+        again = {**say, "id": f"{say['id']}-fallback"}
+        return 0 if _send_to_zone(config, args.fallback_zone, again, lead, args.timeout) else 1
     events, audio = send(config.mqtt, say, args.timeout, args.output)
     for event in events:
         print_event(event)
     if args.output is not None and audio is not None:
         _save(args.output, audio)
     return 0 if events[-1]["event"] == "finished" else 1
+
+
+def _send_to_zone(config, zone: str, say: dict, lead: float, timeout: float) -> bool:
+    """Sends to a zone and prints each box's events, its receipt and the zone's summary; True
+    when every box played it."""
+    from daemon.mqtt.send import send_to_zone
+
+    receipts = send_to_zone(config.mqtt, zone, say, lead, timeout)
+    for receipt in receipts:
+        for event in receipt.events:
+            print(f"{receipt.box}  ", end="")
+            print_event(event)
+    for receipt in receipts:
+        said = receipt.outcome
+        if receipt.finished_at is not None:
+            said += " at " + time.strftime("%H:%M:%S", time.localtime(receipt.finished_at))
+        print(
+            f"receipt {receipt.box}  {said}" + (f": {receipt.message}" if receipt.message else "")
+        )
+    played = sum(receipt.played for receipt in receipts)
+    print(f"zone {zone}: {played} of {len(receipts)} played")
+    return played == len(receipts)
 
 
 def _save(path: Path, audio: bytes) -> None:
@@ -96,6 +117,10 @@ def add_commands(commands, common: argparse.ArgumentParser) -> None:
     send.add_argument("--expires", type=bounded_float(0, 86_400, low_inclusive=False))
     send.add_argument("--chime", help="sound before the speech (a name, or none)")
     send.add_argument("--zone", help="every box of this zone, starting together (one `at` for all)")
+    send.add_argument(
+        "--fallback-zone",
+        help="with --zone: where to send it again when a box of the zone did not play it",
+    )
     send.add_argument(
         "--lead",
         type=bounded_float(0.1, 60),

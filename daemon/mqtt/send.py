@@ -8,6 +8,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -72,12 +73,34 @@ def _follow(inbox, job_id: str, reply_topic: str, timeout_s: float, want_audio: 
     return events, audio
 
 
+@dataclass
+class Receipt:
+    """What one box of a zone did with the job: `played` (finished), `failed`, `rejected`,
+    `interrupted`, `offline` (its retained status says so: it was not there to take the job) or
+    `no answer` (online, but no final event within the time)."""
+
+    box: str
+    outcome: str
+    events: list[dict[str, Any]] = field(default_factory=list)
+    message: str | None = None
+
+    @property
+    def played(self) -> bool:
+        return self.outcome == "played"
+
+    @property
+    def finished_at(self) -> float | None:
+        """When its speech ended (the box's clock, unix seconds)."""
+        final = self.events[-1] if self.events else {}
+        return final.get("time") if final.get("event") == "finished" else None
+
+
 def send_to_zone(
     config: MqttConfig, zone: str, say: dict[str, Any], lead_s: float, timeout_s: float
-) -> dict[str, list[dict[str, Any]]]:
+) -> list[Receipt]:
     """One `say` for every box of `zone`, with one `at` `lead_s` ahead so that they start
-    together; returns each member's events (by its base topic) up to its final one. The
-    members are those the zone's retained membership names."""
+    together; returns a receipt per member (those the zone's retained membership names) and
+    publishes them together under `<fleet>/zone/<zone>/receipts`."""
     fleet = _fleet_topic(config)
     job_id = say.setdefault("id", uuid.uuid4().hex[:12])
     try:
@@ -87,12 +110,18 @@ def send_to_zone(
             members = _members(inbox)
             if not members:
                 raise FastvoiceError(f"no box is in zone {zone!r} (none under {fleet}/zone/{zone})")
-            client.subscribe([(f"{base}/events", 1) for base in members])
+            topics = [
+                (f"{base}/{suffix}", 1) for base in members for suffix in ("events", "status")
+            ]
+            client.subscribe(topics)
             subscribed.get(timeout=timeout_s)
             say["at"] = round((time.time() + lead_s) * 1000)
             topic = f"{fleet}/zone/{zone}/say"
             client.publish(topic, json.dumps(say), qos=1).wait_for_publish(timeout_s)
-            return _follow_members(inbox, job_id, members, timeout_s)
+            receipts = _receipts(inbox, job_id, members, timeout_s)
+            summary = _summary(job_id, zone, receipts)
+            client.publish(f"{fleet}/zone/{zone}/receipts", json.dumps(summary), qos=1)
+            return receipts
     except queue.Empty:
         raise FastvoiceError(f"no answer from zone {zone!r} within {timeout_s:g} s") from None
 
@@ -152,13 +181,54 @@ def _members(inbox, quiet_s: float = 0.5) -> list[str]:
             members.append(json.loads(payload)["base_topic"])
 
 
-def _follow_members(inbox, job_id: str, members: list[str], timeout_s: float):
+def _receipts(inbox, job_id: str, members: list[str], timeout_s: float) -> list[Receipt]:
+    """Each member's events up to its final one; a member whose retained status is offline
+    (its last will) or stopped is not waited for."""
     events: dict[str, list[dict[str, Any]]] = {base: [] for base in members}
+    status: dict[str, str] = {}
     deadline = time.monotonic() + timeout_s
-    while any(not e or e[-1]["event"] not in FINAL_EVENTS for e in events.values()):
-        topic, payload = inbox.get(timeout=max(0.0, deadline - time.monotonic()))
-        event = json.loads(payload) if payload else {}
-        base = topic.removesuffix("/events")
-        if event.get("id") == job_id and base in events:
-            events[base].append(event)
-    return events
+
+    def waiting() -> list[str]:
+        return [
+            base
+            for base, seen in events.items()
+            if (not seen or seen[-1]["event"] not in FINAL_EVENTS)
+            and status.get(base) not in ("offline", "stopped")
+        ]
+
+    while waiting() and time.monotonic() < deadline:
+        try:
+            topic, payload = inbox.get(timeout=max(0.0, min(0.5, deadline - time.monotonic())))
+        except queue.Empty:
+            continue
+        base, _, kind = topic.rpartition("/")
+        if kind == "status" and base in events:
+            status[base] = payload.decode(errors="replace")
+        elif kind == "events" and base in events and payload:
+            event = json.loads(payload)
+            if event.get("id") == job_id:
+                events[base].append(event)
+    return [_receipt(base, events[base], status.get(base)) for base in members]
+
+
+def _receipt(base: str, events: list[dict[str, Any]], status: str | None) -> Receipt:
+    final = events[-1] if events and events[-1]["event"] in FINAL_EVENTS else None
+    if final is None:
+        outcome = "offline" if status in ("offline", "stopped") else "no answer"
+        message = f"its status is {status!r}" if outcome == "offline" else None
+        return Receipt(base, outcome, events, message)
+    outcome = "played" if final["event"] == "finished" else final["event"]
+    return Receipt(base, outcome, events, final.get("message"))
+
+
+def _summary(job_id: str, zone: str, receipts: list[Receipt]) -> dict[str, Any]:
+    """One message for the whole zone job: who played it, who did not and why."""
+    return {
+        "v": 1,
+        "id": job_id,
+        "zone": zone,
+        "played": [r.box for r in receipts if r.played],
+        "not_played": {
+            r.box: {"outcome": r.outcome, "message": r.message} for r in receipts if not r.played
+        },
+    }
