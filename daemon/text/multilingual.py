@@ -227,69 +227,87 @@ def _german_ordinals(text: str) -> str:
 
 
 def _amounts(text: str, language: str) -> str:
-    """Ranges, percentages, temperatures, units, then every other number, in words."""
-    base = language.split("_")[0]
-    decimal, group = _symbols(language)
-    group_class = re.escape(group) + (r"\s" if group.isspace() else "")
-    number = rf"[1-9]\d{{0,2}}(?:[{group_class}]\d{{3}})+(?!\d)(?:{re.escape(decimal)}\d+)?"
-    number += rf"|\d+(?:{re.escape(decimal)}\d+)?"
+    """Ranges, percentages, temperatures, units, scores, versions, then every other number, in
+    words (in the languages of the tables above; the others' are left to espeak-ng)."""
+    if language.split("_")[0] not in _RANGE:
+        return text
+    reader = _NumberReader(language)
+    return reader.plain(reader.versions(reader.measures(text)))
 
-    def said(written: str) -> str:
-        words = numbers.cardinal(_plain_amount(written, language), language)
-        if decimal in written and base in _DECIMAL_COMMA:  # "tres coma cinco", not "punto"
-            point = numbers.cardinal("0.5", language).split()[-2]
-            words = words.replace(f" {point} ", f" {_DECIMAL_COMMA[base]} ")
+
+class _NumberReader:
+    """Numbers as a language writes them (its decimal mark and digit groups), read in words."""
+
+    def __init__(self, language: str) -> None:
+        self.language = language
+        self.base = language.split("_")[0]
+        self.decimal, self.group = _symbols(language)
+        group_class = re.escape(self.group) + (r"\s" if self.group.isspace() else "")
+        decimals = rf"(?:{re.escape(self.decimal)}\d+)?"
+        self.number = rf"[1-9]\d{{0,2}}(?:[{group_class}]\d{{3}})+(?!\d){decimals}|\d+{decimals}"
+
+    def said(self, written: str) -> str:
+        words = numbers.cardinal(_plain_amount(written, self.language), self.language)
+        if self.decimal in written and self.base in _DECIMAL_COMMA:  # "tres coma cinco"
+            point = numbers.cardinal("0.5", self.language).split()[-2]
+            words = words.replace(f" {point} ", f" {_DECIMAL_COMMA[self.base]} ")
         return words
 
-    if base in _RANGE:
+    def measures(self, text: str) -> str:
+        """Ranges, percentages, temperatures and units."""
+        base, number, said = self.base, self.number, self.said
         text = re.sub(
             rf"(?<![\w.,])({number})\s?[–-]\s?({number})(?![\w]|[.,]\d)",
             lambda m: f"{said(m.group(1))} {_RANGE[base]} {said(m.group(2))}",
             text,
         )
-    if base in _PERCENT:
         text = re.sub(
             rf"(?<![\w.,])({number})\s?%", lambda m: f"{said(m.group(1))} {_PERCENT[base]}", text
         )
-    if base in _DEGREES:
-
-        def degrees(m: re.Match[str]) -> str:
-            one, many = _DEGREES[base]
-            scale = {"C": " Celsius", "F": " Fahrenheit"}.get((m.group(3) or "").upper(), "")
-            minus = "minus " if m.group(1) else ""
-            return f"{minus}{said(m.group(2))} {one if m.group(2) == '1' else many}{scale}"
-
         degree_sign = rf"(?<![\w.,])([-−])?({number})\s?[°º](?:\s?([CFcf])(?![a-z]))?"
-        text = re.sub(degree_sign, degrees, text)
-    units = _UNITS.get(base, {})
-    if units:
+        text = re.sub(degree_sign, self._degrees, text)
+        units = _UNITS[base]
         alternatives = "|".join(map(re.escape, sorted(units, key=len, reverse=True)))
-        text = re.sub(
+        return re.sub(
             rf"(?<![\w.,])({number})\s?({alternatives})(?![\w/])",
             lambda m: f"{said(m.group(1))} {units[m.group(2)]}",
             text,
         )
 
-    if base not in _RANGE:  # a language without these tables: its numbers left to espeak-ng
-        return text
-    text = re.sub(  # "12:75", not a clock time: a score
-        r"(?<![\w.,:])(\d+):(\d+)(?![\d:])",
-        lambda m: f"{said(m.group(1))} {_SCORE[base]} {said(m.group(2))}",
-        text,
-    )
-    text = re.sub(
-        r"(?<![\w.,])(\d+)((?:\.\d+)+)(?!\w|[.,]\d)",  # "3.2", "1.2.3": a version, not groups
-        lambda m: _version(m, language) if not _grouped(m.group(0), group) else m.group(0),
-        text,
-    )
+    def _degrees(self, match: re.Match[str]) -> str:
+        one, many = _DEGREES[self.base]
+        scale = {"C": " Celsius", "F": " Fahrenheit"}.get((match.group(3) or "").upper(), "")
+        minus = "minus " if match.group(1) else ""
+        amount = match.group(2)
+        return f"{minus}{self.said(amount)} {one if amount == '1' else many}{scale}"
 
-    def plain(m: re.Match[str]) -> str:
-        written = m.group(0)
-        if re.fullmatch(r"0\d+|\d{7,}", written):  # a dialled or keyed number: digit by digit
-            return numbers.digits(written, language)
-        return _counted(said(written), text[m.end() :], base)
+    def versions(self, text: str) -> str:
+        """Scores ("12:75", not a clock time) and version numbers ("3.2", "1.2.3")."""
+        text = re.sub(
+            r"(?<![\w.,:])(\d+):(\d+)(?![\d:])",
+            lambda m: f"{self.said(m.group(1))} {_SCORE[self.base]} {self.said(m.group(2))}",
+            text,
+        )
+        return re.sub(
+            r"(?<![\w.,])(\d+)((?:\.\d+)+)(?!\w|[.,]\d)",
+            lambda m: m.group(0) if _grouped(m.group(0), self.group) else self._version(m),
+            text,
+        )
 
-    return re.sub(rf"(?<![\w.,])[-−]?(?:{number})(?![\d]|[.,]\d)", plain, text)
+    def _version(self, match: re.Match[str]) -> str:
+        dot = f" {_DOT[self.base]} "
+        return dot.join(numbers.cardinal(part, self.language) for part in match.group(0).split("."))
+
+    def plain(self, text: str) -> str:
+        """Every other number; a dialled or keyed one ("030 1234567") digit by digit."""
+
+        def spoken(match: re.Match[str]) -> str:
+            written = match.group(0)
+            if re.fullmatch(r"0\d+|\d{7,}", written):
+                return numbers.digits(written, self.language)
+            return _counted(self.said(written), text[match.end() :], self.base)
+
+        return re.sub(rf"(?<![\w.,])[-−]?(?:{self.number})(?![\d]|[.,]\d)", spoken, text)
 
 
 # A decimal comma as said where num2words says "point"; a score's colon ("12:75").
@@ -302,11 +320,6 @@ _DOT = {"de": "Punkt", "fr": "point", "es": "punto", "it": "punto", "nl": "punt"
 def _grouped(written: str, group: str) -> bool:
     """ "5.000" in German: thousands, not a version."""
     return group == "." and re.fullmatch(r"\d{1,3}(?:\.\d{3})+", written) is not None
-
-
-def _version(match: re.Match[str], language: str) -> str:
-    dot = f" {_DOT[language.split('_')[0]]} "
-    return dot.join(numbers.cardinal(part, language) for part in match.group(0).split("."))
 
 
 # "One" before a noun, by the noun's likely gender (its ending): German "eine Minute", "ein
