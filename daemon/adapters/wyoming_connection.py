@@ -109,11 +109,27 @@ class WyomingConnection(AsyncEventHandler):
     async def run(self) -> None:
         """Like the library's loop, but with the event reader above; `stop()` ends it too (it
         feeds the reader its end)."""
+        reading: asyncio.Future | None = None
         try:
             while True:
                 max_bytes = self.speech.config.queue.max_payload_bytes
+                if reading is None:
+                    reading = asyncio.ensure_future(read_event(self.reader, max_bytes))
+                # A stream's text trickles in from a slow assistant: gaps are waited out, up to
+                # `wyoming.stream_idle_s` of silence, then what it held is spoken and it ends.
+                idle = self.speech.config.wyoming.stream_idle_s if self.stream else None
+                done, _ = await asyncio.wait({reading}, timeout=idle)
+                if not done:
+                    log.info("wyoming: a streamed synthesis idle for %g s: ended", idle)
+                    try:
+                        await self._end_stream()
+                    except FastvoiceError as error:
+                        error_event = Error(text=str(error), code=reason_code(error))
+                        await self.write_event(error_event.event())
+                    continue
+                finished, reading = reading, None
                 try:
-                    event = await read_event(self.reader, max_bytes)
+                    event = finished.result()
                 except EventRefused as error:
                     log.warning("wyoming: client dropped: %s", error)
                     await self.write_event(Error(text=str(error), code="too_large").event())
@@ -121,6 +137,8 @@ class WyomingConnection(AsyncEventHandler):
                 if event is None or not await self.handle_event(event):
                     break
         finally:
+            if reading is not None:
+                reading.cancel()
             await self.disconnect()
             self.writer.close()
 
@@ -146,15 +164,7 @@ class WyomingConnection(AsyncEventHandler):
             self.stream.pending += SynthesizeChunk.from_event(event).text
             await self._speak_ready(final=False)
         elif SynthesizeStop.is_type(event.type) and self.stream is not None:
-            try:
-                await self._speak_ready(final=True)
-            finally:
-                stream, self.stream = self.stream, None
-                if not stream.started:  # nothing speakable: still a whole (empty) stream
-                    start = AudioStart(rate=stream.rate, width=WIDTH, channels=CHANNELS)
-                    await self.write_event(start.event())
-                await self.write_event(AudioStop().event())
-                await self.write_event(SynthesizeStopped().event())
+            await self._end_stream()
         elif Synthesize.is_type(event.type):
             if self.stream is not None:
                 return  # streaming clients also send it, for servers that cannot stream
@@ -172,6 +182,19 @@ class WyomingConnection(AsyncEventHandler):
                     await self._send(block, rate)
             finally:
                 await self.write_event(AudioStop().event())
+
+    async def _end_stream(self) -> None:
+        """Speaks what the stream holds, then ends it (audio-stop, synthesize-stopped)."""
+        try:
+            await self._speak_ready(final=True)
+        finally:
+            stream, self.stream = self.stream, None
+            assert stream is not None
+            if not stream.started:  # nothing speakable: still a whole (empty) stream
+                start = AudioStart(rate=stream.rate, width=WIDTH, channels=CHANNELS)
+                await self.write_event(start.event())
+            await self.write_event(AudioStop().event())
+            await self.write_event(SynthesizeStopped().event())
 
     async def _speak_ready(self, final: bool) -> None:
         """Speaks the complete sentences received so far (all of it when `final`)."""

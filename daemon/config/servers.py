@@ -20,6 +20,13 @@ class WyomingConfig(StrictModel):
         pattern=r"^(tcp://[^\s/]+:[0-9]{1,5}|unix://\S+)$",
         description="serve the Wyoming protocol here, e.g. tcp://0.0.0.0:10200",
     )
+    stream_idle_s: float = Field(
+        30.0,
+        ge=0.5,
+        le=600.0,
+        description="a streamed synthesis (an assistant's answer, token by token) whose client "
+        "sends nothing for this long is ended: what it held is spoken, then audio-stop",
+    )
 
     @classmethod
     def checked(cls, uri: str) -> WyomingConfig:
