@@ -185,6 +185,26 @@ def test_published_audio_comes_in_the_format_and_rate_asked_for(daemon, form, sa
     assert abs(len(audio) / rate - finished["audio_s"]) < 0.15
 
 
+def test_the_configs_publish_format_and_rate_serve_a_say_that_names_none(broker, capture, tmp_path):
+    import soundfile
+
+    mqtt = {
+        "client_id": f"fv-{uuid.uuid4().hex[:6]}",
+        "publish_format": "flac",
+        "publish_sample_rate": 16000,
+    }
+    box = Daemon(broker, tmp_path, capture.env(), mqtt=mqtt)
+    try:
+        topic = f"{box.base}/reply/default-format"
+        job = say(box, text="As the box prefers.", output="publish", reply_topic=topic)
+        box.recorder.event(job, "finished")
+        _, payload, _ = box.recorder.wait_for(lambda t, p: t == topic)
+    finally:
+        box.stop()
+    assert payload[:4] == b"fLaC"
+    assert soundfile.info(io.BytesIO(payload)).samplerate == 16000
+
+
 def test_pcm_chunks_come_at_the_rate_asked_for(daemon):
     topic = f"{daemon.base}/reply/pcm16k"
     job = say(

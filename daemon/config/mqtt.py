@@ -46,6 +46,15 @@ class MqttConfig(StrictModel):
         default_factory=list,
         description="topics outside base_topic that a `say` may name as its reply_topic",
     )
+    publish_format: Literal["wav", "pcm", "flac", "mp3", "opus"] = Field(
+        "wav", description="published audio's format when a `say` names none"
+    )
+    publish_sample_rate: int | None = Field(
+        None,
+        ge=8000,
+        le=48000,
+        description="published audio's rate when a `say` names none (default: the voice's)",
+    )
     fleet_topic: str | None = Field(
         None,
         description="where zones and the whole fleet are addressed (default: base_topic's parent)",

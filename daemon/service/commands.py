@@ -74,16 +74,17 @@ class SayCommand(BaseModel):
     reply_topic: str | None = Field(
         None, max_length=256, description="where published audio goes (no wildcards)"
     )
-    format: Literal["wav", "pcm", "flac", "mp3", "opus"] = Field(
-        "wav",
+    format: Literal["wav", "pcm", "flac", "mp3", "opus"] | None = Field(
+        None,
         description="published audio: PCM chunks as they are made (docs/mqtt.md), or one "
-        "message of WAV, FLAC, MP3 or Opus (Ogg)",
+        "message of WAV, FLAC, MP3 or Opus (Ogg); default: mqtt.publish_format (wav)",
     )
     sample_rate: int | None = Field(
         None,
         ge=8000,
         le=48000,
-        description="published audio at this rate (resampled); default: the voice's own",
+        description="published audio at this rate (resampled); default: "
+        "mqtt.publish_sample_rate, else the voice's own",
     )
     expires_s: float | None = Field(
         None, gt=0, le=86_400, description="drop the job if it has not started this long after"

@@ -186,12 +186,19 @@ class Lane(threading.Thread):
                 pass
         if self._interrupt is not None:
             raise Interrupted
-        if command.output != "play" and command.format != "pcm":
+        form, sent_rate = self._published_form(command, rate)
+        if command.output != "play" and form != "pcm":
             audio = np.concatenate([np.zeros(0, np.float32), *published])
-            sent_rate = command.sample_rate or rate
             if sent_rate != rate:
                 audio = soxr.resample(audio, rate, sent_rate)
-            self.publish(command.reply_topic, encoded(audio, sent_rate, command.format))
+            self.publish(command.reply_topic, encoded(audio, sent_rate, form))
+
+    def _published_form(self, command: SayCommand, rate: int) -> tuple[str, int]:
+        """The format and rate published audio goes out in: the job's, else the config's
+        (`mqtt.publish_format`, `mqtt.publish_sample_rate`), else WAV at the voice's rate."""
+        mqtt = self.settings.config.mqtt
+        form = command.format or mqtt.publish_format
+        return form, command.sample_rate or mqtt.publish_sample_rate or rate
 
     def _padded(self, blocks: Iterator[np.ndarray], rate: int, timed: bool) -> Iterator[np.ndarray]:
         """`audio.lead_in_ms` of silence before what is played (not before a timed start: it
@@ -242,12 +249,12 @@ class Lane(threading.Thread):
         blocks of a whole format are kept."""
         topic = command.reply_topic
         assert topic is not None
-        if command.format != "pcm":
+        form, sent_rate = self._published_form(command, rate)
+        if form != "pcm":
             for block in blocks:
                 kept.append(block)
                 yield block
             return
-        sent_rate = command.sample_rate or rate
         resampler = None
         if sent_rate != rate:
             resampler = soxr.ResampleStream(rate, sent_rate, 1, dtype="float32")
