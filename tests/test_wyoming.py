@@ -23,6 +23,7 @@ from wyoming.tts import (
 )
 
 from daemon.adapters.wyoming_server import WyomingServer
+from daemon.config import parse_config
 from daemon.service.settings import Settings
 from daemon.speech.synthesizer import Synthesizer
 from tests.conftest import EMBEDDED_RATE, run_cli
@@ -148,6 +149,32 @@ def test_a_stream_whose_assistant_falls_silent_is_spoken_and_ended_after_its_idl
     assert kinds.count("audio-start") == 1 and kinds[-2:] == ["audio-stop", "synthesize-stopped"]
     spoken = say_raw(server, "The answer is ready. The train leaves from platform")
     assert_same_audio(pcm_of(events), spoken)
+
+
+def test_a_request_paces_itself_through_its_context(server):
+    """Wyoming's voice has no field for pacing: a request's `context` carries the rate and the
+    pause between sentences (a streamed one too); a value out of range is an error event."""
+
+    def pcm(*events) -> np.ndarray:
+        return pcm_of(asyncio.run(exchange(server.port_wyoming, list(events), "audio-stop")))
+
+    plain = pcm(Synthesize(text="The train is late."))
+    fast = pcm(Synthesize(text="The train is late.", context={"rate": 2.0}))
+    assert 0.4 * len(plain) < len(fast) < 0.65 * len(plain)
+
+    def streamed(**context) -> np.ndarray:
+        start = SynthesizeStart(context=context or None)
+        chunks = [SynthesizeChunk(text="The train is late. "), SynthesizeChunk(text="Sorry.")]
+        return pcm(start, *chunks, SynthesizeStop())
+
+    paused = streamed(sentence_pause_s=1.0)
+    usual = streamed()
+    pause_s = parse_config({}).audio.sentence_pause_s
+    assert len(paused) - len(usual) == int(EMBEDDED_RATE * 1.0) - int(EMBEDDED_RATE * pause_s)
+    wrong = asyncio.run(
+        exchange(server.port_wyoming, [Synthesize(text="Hi.", context={"rate": 5})], "error")
+    )
+    assert "context.rate: 5 is not a number from 0.5 to 2" in Error.from_event(wrong[-1]).text
 
 
 def test_two_clients_at_once_are_both_answered(server):

@@ -9,7 +9,7 @@ import asyncio
 import json
 import logging
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -26,6 +26,7 @@ from wyoming.tts import (
     SynthesizeStopped,
 )
 
+from daemon.adapters.wyoming_speech import Pacing
 from daemon.audio.pcm import to_int16
 from daemon.errors import FastvoiceError, reason_code
 from daemon.text.cleaning import complete_sentences_end
@@ -90,6 +91,7 @@ class _Stream:
     pending: str = ""
     started: bool = False
     rate: int = 0
+    pacing: Pacing = field(default_factory=Pacing)
 
 
 def _ssml(request: Synthesize | SynthesizeStart) -> bool:
@@ -159,6 +161,7 @@ class WyomingConnection(AsyncEventHandler):
             start = SynthesizeStart.from_event(event)
             voice = start.voice
             self.stream = _Stream(voice and voice.name, voice and voice.speaker, _ssml(start))
+            self.stream.pacing = Pacing.of(start.context)
             self.stream.rate = self.speech.rate_of(self.stream.voice)
         elif SynthesizeChunk.is_type(event.type) and self.stream is not None:
             self.stream.pending += SynthesizeChunk.from_event(event).text
@@ -172,7 +175,10 @@ class WyomingConnection(AsyncEventHandler):
             voice = request.voice
             name, speaker = (voice.name, voice.speaker) if voice else (None, None)
             rate = self.speech.rate_of(name)
-            blocks = self.speech.blocks(request.text, name, speaker, ssml=_ssml(request))
+            pacing = Pacing.of(request.context)
+            blocks = self.speech.blocks(
+                request.text, name, speaker, ssml=_ssml(request), pacing=pacing
+            )
             first = await self._next(blocks)  # bad text or voice fails before audio-start
             start = AudioStart(rate=rate, width=WIDTH, channels=CHANNELS)
             await self.write_event(start.event())
@@ -209,14 +215,18 @@ class WyomingConnection(AsyncEventHandler):
         text, stream.pending = stream.pending[:end], stream.pending[end:]
         if not text.strip():
             return
-        blocks = self.speech.blocks(text, stream.voice, stream.speaker, ssml=stream.ssml)
+        blocks = self.speech.blocks(
+            text, stream.voice, stream.speaker, ssml=stream.ssml, pacing=stream.pacing
+        )
         first = await self._next(blocks)
         if not stream.started:
             start = AudioStart(rate=stream.rate, width=WIDTH, channels=CHANNELS)
             await self.write_event(start.event())
             stream.started = True
         else:
-            pause_s = self.speech.config.audio.sentence_pause_s
+            pause_s = stream.pacing.pause_s
+            if pause_s is None:
+                pause_s = self.speech.config.audio.sentence_pause_s
             pause = np.zeros(int(stream.rate * pause_s), np.float32)
             await self._send(pause, stream.rate)
         await self._send(first, stream.rate)

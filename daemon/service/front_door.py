@@ -178,10 +178,13 @@ class FrontDoor:
         *,
         ssml: bool = False,
         clock: WordClock | None = None,
+        pause_s: float | None = None,
     ) -> Iterator[np.ndarray]:
         """The audio of `text` as `fastvoice say` makes it, in its turn among the requests
         answered beside the queue (see `Synthesizer.rendered`)."""
-        return self._synthesizer.rendered(text, voice, options, ssml=ssml, clock=clock)
+        return self._synthesizer.rendered(
+            text, voice, options, ssml=ssml, clock=clock, pause_s=pause_s
+        )
 
     def word_clock(self, rate: int) -> WordClock:
         """A clock for the words of audio made by `render`."""

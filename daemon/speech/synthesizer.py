@@ -79,9 +79,11 @@ class Synthesizer:
         *,
         ssml: bool = False,
         clock: WordClock | None = None,
+        pause_s: float | None = None,
     ) -> Iterator[np.ndarray]:
-        """A request answered beside the queue, joined (its words timed on `clock`); an
-        unknown voice raises here, the rest at the first block. Made while holding one of the
+        """A request answered beside the queue, joined (`pause_s` between sentences, else the
+        config's; its words timed on `clock`); an unknown voice raises here, the rest at the
+        first block. Made while holding one of the
         `max_requests` places (taken at the first block, given back at the end, or when the
         client goes and the generator is closed)."""
         name = self.voices.require(voice)
@@ -89,7 +91,7 @@ class Synthesizer:
         pieces = self.synthesize(text, name, options, ssml=ssml)
         if clock is not None:
             pieces = clock.follow(pieces)
-        return self._admitted(self.joined(pieces, rate))
+        return self._admitted(self.joined(pieces, rate, pause_s))
 
     def _admitted(self, blocks: Iterator[np.ndarray]) -> Iterator[np.ndarray]:
         with self.admission:
