@@ -261,8 +261,9 @@ class Lane(threading.Thread):
         sequence = 0
         for block in blocks:
             sent = block if resampler is None else resampler.resample_chunk(block)
-            self.publish(topic, encode_chunk(sent, sent_rate, sequence))
-            sequence += 1
+            if sent.size:  # an empty chunk would tell the listener the stream has ended
+                self.publish(topic, encode_chunk(sent, sent_rate, sequence))
+                sequence += 1
             yield block
         if self._interrupt is None:
             last = np.zeros(0, dtype=np.float32)
