@@ -44,6 +44,9 @@ class Service:
 
     def start(self) -> None:
         self.steps.start()
+        # Once every part is up: status/info as the broker first heard it may predate the
+        # servers (a port that could not be bound, the local socket's path).
+        self.status.publish_info()
         mqtt = self.settings.config.mqtt
         sdnotify.notify("READY=1")
         sdnotify.notify(f"STATUS=serving on {mqtt.host}:{mqtt.port}")
