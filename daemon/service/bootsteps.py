@@ -28,10 +28,6 @@ class Steps:
         self.steps = steps
         self._started: list[Step] = []
 
-    @property
-    def names(self) -> list[str]:
-        return [step.name for step in self.steps]
-
     def start(self) -> None:
         for step in self.steps:
             log.debug("starting %s", step.name)
