@@ -172,8 +172,10 @@ class Lane(threading.Thread):
             pieces = self._captioned(job, pieces, rate)
         blocks = self.synthesizer.joined(pieces, rate, job.command.sentence_pause_s)
         published: list[np.ndarray] = []
+        form, sent_rate = self._published_form(command, rate)
         if command.output in ("publish", "both"):
-            blocks = self._tee(blocks, published, command, rate)
+            assert command.reply_topic is not None
+            blocks = self._tee(blocks, published, command.reply_topic, form, rate, sent_rate)
         if command.output in ("play", "both"):
             start_at = None
             if command.at is not None:
@@ -186,7 +188,6 @@ class Lane(threading.Thread):
                 pass
         if self._interrupt is not None:
             raise Interrupted
-        form, sent_rate = self._published_form(command, rate)
         if command.output != "play" and form != "pcm":
             audio = np.concatenate([np.zeros(0, np.float32), *published])
             if sent_rate != rate:
@@ -243,13 +244,16 @@ class Lane(threading.Thread):
         return iter(rendered), None
 
     def _tee(
-        self, blocks: Iterator[np.ndarray], kept: list[np.ndarray], command: SayCommand, rate: int
+        self,
+        blocks: Iterator[np.ndarray],
+        kept: list[np.ndarray],
+        topic: str,
+        form: str,
+        rate: int,
+        sent_rate: int,
     ) -> Iterator[np.ndarray]:
-        """Passes blocks through; PCM chunks go out as they come (at the rate asked for), the
-        blocks of a whole format are kept."""
-        topic = command.reply_topic
-        assert topic is not None
-        form, sent_rate = self._published_form(command, rate)
+        """Passes blocks through; PCM chunks go out as they come (at `sent_rate`), the blocks
+        of a whole format are kept."""
         if form != "pcm":
             for block in blocks:
                 kept.append(block)

@@ -99,22 +99,20 @@ def _serial(match: re.Match[str], language: str) -> str:
 
 def _house_number(match: re.Match[str], language: str) -> str:
     """1600 → sixteen hundred, 221 → two twenty-one, 2005 → twenty oh five: street numbers
-    are read in pairs, as years are."""
+    are read in pairs, as years are (one or two digits as they are)."""
     digits = match.group("number")
-    if len(digits) <= 2:
-        said = numbers.cardinal(digits, language)
-        letter = f" {spell(match.group('letter'), language)}" if match.group("letter") else ""
-        return f"{said}{letter} {_street(match.group('street'))}{_end(match)}"
+    said = numbers.cardinal(digits, language) if len(digits) <= 2 else _pairs(digits, language)
+    letter = f" {spell(match.group('letter'), language)}" if match.group("letter") else ""
+    return f"{said}{letter} {_street(match.group('street'))}{_end(match)}"
+
+
+def _pairs(digits: str, language: str) -> str:
     head, tail = digits[:-2], int(digits[-2:])
     said = numbers.cardinal(head, language)
     if tail == 0:
-        said += " hundred"
-    elif tail < 10:
-        said += f" oh {numbers.cardinal(str(tail), language)}"
-    else:
-        said += f" {numbers.cardinal(str(tail), language)}"
-    letter = f" {spell(match.group('letter'), language)}" if match.group("letter") else ""
-    return f"{said}{letter} {_street(match.group('street'))}{_end(match)}"
+        return f"{said} hundred"
+    oh = "oh " if tail < 10 else ""
+    return f"{said} {oh}{numbers.cardinal(str(tail), language)}"
 
 
 def _end(match: re.Match[str]) -> str:
