@@ -398,7 +398,10 @@ def normalize(text: str, language: str) -> str:
     amount = _amount_pattern(language)
     symbols = "|".join(re.escape(symbol) for symbol in _SYMBOLS)
     text = re.sub(
-        rf"(?P<symbol>{symbols})\s?(?P<amount>{amount})|(?<![\w.,])(?P<amount2>{amount})\s?"
+        # An amount after its symbol does not take digit groups of an amount whose symbol
+        # follows it ("€1 100 €": one euro, a hundred euros; "€0 €0": two amounts).
+        rf"(?P<symbol>{symbols})\s?(?P<amount>{amount})(?!\s?(?:{symbols})(?!\s?\d))"
+        rf"|(?<![\w.,])(?P<amount2>{amount})\s?"
         rf"(?P<after>{symbols}|{'|'.join(_CODES)})(?!\w)",
         lambda m: _money(
             m.group("amount") or m.group("amount2"),
