@@ -51,6 +51,8 @@ class AlsaCapture:
 
     xdg_config_home: Path
     files: dict[str, Path]
+    # What the `loopback` input device records: a test writes what the loop would bring back.
+    loopback_return: Path
 
     def reset(self) -> None:
         for path in self.files.values():
@@ -69,8 +71,12 @@ class AlsaCapture:
         return {**os.environ, "XDG_CONFIG_HOME": str(self.xdg_config_home)}
 
 
-def _asoundrc(files: dict[str, Path]) -> str:
-    lines = []
+def _asoundrc(files: dict[str, Path], loopback_return: Path) -> str:
+    """The output devices, each writing its file, and `loopback`, whose input reads a file."""
+    lines = [
+        f'pcm.loopback {{ type file slave.pcm "null" file "{loopback_return}.played" '
+        f'infile "{loopback_return}" format "raw" hint {{ show on description "loopback" }} }}'
+    ]
     for name, path in files.items():
         target = "pcm.!default" if name == "default" else f"pcm.{name}"
         lines.append(
@@ -84,14 +90,16 @@ def _asoundrc(files: dict[str, Path]) -> str:
 def alsa(tmp_path_factory) -> AlsaCapture:
     root = tmp_path_factory.mktemp("alsa")
     files = {name: root / f"{name}.raw" for name in DEVICES}
+    loopback_return = root / "loopback.raw"
+    loopback_return.touch()
     (root / "xdg" / "alsa").mkdir(parents=True)
-    (root / "xdg" / "alsa" / "asoundrc").write_text(_asoundrc(files))
+    (root / "xdg" / "alsa" / "asoundrc").write_text(_asoundrc(files, loopback_return))
     os.environ["XDG_CONFIG_HOME"] = str(root / "xdg")
     import sounddevice
 
     sounddevice._terminate()
     sounddevice._initialize()
-    return AlsaCapture(root / "xdg", files)
+    return AlsaCapture(root / "xdg", files, loopback_return)
 
 
 @pytest.fixture

@@ -119,7 +119,7 @@ FLOORS = [
         [
             *("daemon.service.composition", "daemon.service.lifecycle", "daemon.service.serve"),
             *("daemon.service.supervisor", "daemon.box.doctor", "daemon.box.system_install"),
-            "daemon.box.config_checks",
+            *("daemon.box.config_checks", "daemon.box.config_edit"),
         ],
     ),
     ("the command line", ["daemon.cli", "daemon.__main__"]),

@@ -1,5 +1,6 @@
 """Playback through a real PortAudio device (ALSA file plugin) and the WAV writer."""
 
+import time
 import wave
 
 import numpy as np
@@ -10,6 +11,7 @@ from daemon.audio.pcm import fade_edges, join_sentences, to_int16
 from daemon.audio.piece import AudioPiece
 from daemon.audio.player import Player, resolve_output
 from daemon.audio.wav import write_wav
+from daemon.config.audio import AudioConfig
 from daemon.errors import AudioDeviceError
 from tests.conftest import EMBEDDED_RATE
 
@@ -163,3 +165,63 @@ def test_buffer_hands_out_nothing_until_prefilled_or_closed():
     buffer.close(discard=False)
     assert buffer.take_into(np.zeros(1000, dtype=np.float32)) == 300
     assert buffer.drained
+
+
+def _held_released(player: Player, within_s: float = 10.0) -> bool:
+    """Whether the player let go of its held stream within `within_s` (its timer's doing)."""
+    deadline = time.monotonic() + within_s
+    while player.describe()["held_open"]:
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+def test_keep_awake_holds_the_output_open_between_jobs_with_its_tone(capture):
+    """With `keep_awake_s` the second job plays on the stream the first one opened (the
+    capture file, rewritten at each open, holds both), the gap between them carries the 20 Hz
+    keep-awake tone at its level, and the stream is let go once the time has passed."""
+    player = Player.from_config(AudioConfig(keep_awake_s=0.2, keep_awake_tone_dbfs=-40))
+    first, second = np.full(1000, 0.5, np.float32), np.full(1000, -0.5, np.float32)
+    assert player.play([first], RATE)
+    assert player.describe()["held_open"]
+    assert player.play([second], RATE)
+    assert _held_released(player)
+    stream = np.fromfile(capture.files["default"], dtype=np.float32)
+    assert np.count_nonzero(stream == first[0]) == len(first)
+    assert np.count_nonzero(stream == second[0]) == len(second)
+    first_ends = np.flatnonzero(stream == first[0])[-1] + 1
+    second_starts = np.flatnonzero(stream == second[0])[0]
+    gap, after = stream[first_ends:second_starts], stream[second_starts + len(second) :]
+    level = 10 ** (-40 / 20)
+    assert gap.any() and np.abs(gap).max() <= level
+    assert np.abs(after).max() == pytest.approx(level, rel=0.01)
+    crossings = np.count_nonzero(np.diff(np.signbit(after)))
+    assert crossings / (len(after) / RATE) == pytest.approx(2 * 20, rel=0.05)
+
+
+def test_without_keep_awake_each_job_opens_the_output_again(capture):
+    player = Player()
+    assert player.play([np.full(1000, 0.5, np.float32)], RATE)
+    assert not player.describe()["held_open"]
+    assert player.play([np.full(1000, -0.5, np.float32)], RATE)
+    played = capture.played("default")
+    assert not np.any(played == np.float32(0.5)), "a new stream: the file holds the second only"
+    assert np.count_nonzero(played == np.float32(-0.5)) == 1000
+
+
+def test_a_stopped_job_leaves_the_held_output_to_the_next(capture):
+    player = Player.from_config(AudioConfig(keep_awake_s=5))
+    player.stop()
+
+    def stopped():
+        yield np.full(1000, 0.5, np.float32)
+        player.stop()
+        yield np.full(1000, 0.25, np.float32)
+
+    assert player.play(stopped(), RATE) is False
+    assert player.play([np.full(1000, -0.5, np.float32)], RATE)
+    player.release()
+    stream = np.fromfile(capture.files["default"], dtype=np.float32)
+    assert not np.any(stream == np.float32(0.25))
+    assert np.count_nonzero(stream == np.float32(-0.5)) == 1000

@@ -5,6 +5,7 @@ prometheus-client's own parser, the bearer token, and hostile requests."""
 from __future__ import annotations
 
 import asyncio
+import http.client
 import io
 import json
 import os
@@ -47,6 +48,7 @@ def service(broker, alsa, tmp_path_factory):
             "listen": f"127.0.0.1:{port}",
             "token_file": str(token_file),
             "voice_aliases": {"alloy": VOICE},
+            "stream_idle_s": 5,
         },
     )
     running.url = f"http://127.0.0.1:{port}"
@@ -83,6 +85,106 @@ def test_say_without_wait_queues_and_names_the_job(client, service):
     assert response.status_code == 202
     job = response.json()["id"]
     service.recorder.event(job, "finished")
+
+
+# A streamed answer (POST /api/say/stream)
+
+
+def spoken_words(service, job_id: str) -> list[str]:
+    """The words of the job's `words` events (captions=true), in order."""
+    return [
+        cue["text"].strip(".,").lower()
+        for topic, payload, _ in service.recorder.seen
+        if topic.endswith("/events")
+        and json.loads(payload)["id"] == job_id
+        and json.loads(payload)["event"] == "words"
+        for cue in json.loads(payload)["words"]
+    ]
+
+
+def test_a_streamed_answer_is_spoken_as_it_comes_as_one_job_on_one_stream(client, service, capture):
+    """An assistant's answer in a chunked body: its first sentence plays before the rest is
+    sent, a sentence split across chunks is held until it is whole, and the answer is one job
+    whose audio is on one stream (the capture file, rewritten whenever the device is opened
+    again, holds all of it: music ducked for it stays ducked across the gap)."""
+    job_id = f"answer-{uuid.uuid4().hex[:6]}"
+
+    def answer():
+        yield b"The weather today"
+        yield b" is sunny and warm. Tomor"
+        service.recorder.event(job_id, "started")  # the first sentence plays, the rest unsent
+        yield b"row brings rain, so take an umbrella."
+
+    response = client.post(
+        f"/api/say/stream?id={job_id}&captions=true&wait=true", content=answer(), headers=AUTH
+    )
+    assert response.status_code == 200, response.text
+    ended = response.json()
+    assert ended["event"] == "finished" and ended["id"] == job_id
+    sent = "The weather today is sunny and warm. Tomorrow brings rain, so take an umbrella."
+    assert ended["text_ended_by"] == "the end of the body" and ended["characters"] == len(sent)
+    words = "the weather today is sunny and warm tomorrow brings rain so take an umbrella"
+    service.recorder.event(job_id, "finished")  # the events before it, all seen
+    assert spoken_words(service, job_id) == words.split()
+    played = capture.played()
+    assert abs(np.count_nonzero(played) / EMBEDDED_RATE - ended["audio_s"]) < 0.3
+
+
+def test_a_streamed_answer_whose_sender_falls_silent_is_ended_and_spoken_whole(service):
+    """A body that sends nothing for `http.stream_idle_s` (5 s here) is taken as ended: what
+    it held (a sentence without its full stop) is spoken too."""
+    host, port = service.url.removeprefix("http://").split(":")
+    job_id = f"idle-{uuid.uuid4().hex[:6]}"
+    piece = b"Dinner is ready. Come to the table"
+    connection = http.client.HTTPConnection(host, int(port), timeout=30)
+    try:
+        connection.putrequest("POST", f"/api/say/stream?id={job_id}&captions=true")
+        connection.putheader("Authorization", f"Bearer {TOKEN}")
+        connection.putheader("Transfer-Encoding", "chunked")
+        connection.endheaders()
+        connection.send(b"%x\r\n%s\r\n" % (len(piece), piece))  # and nothing more
+        response = connection.getresponse()
+        assert response.status == 202
+        assert json.loads(response.read())["text_ended_by"] == "nothing came for 5 s"
+    finally:
+        connection.close()
+    service.recorder.event(job_id, "finished")
+    assert spoken_words(service, job_id) == ["dinner", "is", "ready", "come", "to", "the", "table"]
+
+
+def test_a_streamed_answer_stopped_midway_ends_the_request(client, service):
+    job_id = f"stopped-{uuid.uuid4().hex[:6]}"
+
+    def answer():
+        yield b"This is the first of many sentences. "
+        service.recorder.event(job_id, "started")
+        assert client.post("/api/stop", json={"id": job_id}, headers=AUTH).status_code == 200
+        service.recorder.event(job_id, "interrupted")
+        for _ in range(50):
+            yield b"And another sentence follows. "
+
+    response = client.post(f"/api/say/stream?id={job_id}", content=answer(), headers=AUTH)
+    assert response.status_code == 200, response.text
+    assert response.json()["event"] == "interrupted"
+    assert response.json()["text_ended_by"] == "the job ended"
+
+
+@pytest.mark.parametrize(
+    ("query", "body", "status", "message"),
+    [
+        ("?text=hi", b"Hello.", 422, "text: it comes in the body"),
+        ("?at=1900000000000", b"Hello.", 422, "a streamed answer cannot be timed"),
+        ("?voice=nobody", b"Hello.", 409, "unknown voice 'nobody'"),
+        ("?priority=urgent", b"Hello.", 422, "priority"),
+        ("", b"", 422, "no text came in the body"),
+        ("", b"\xff\xfe Hello.", 400, "not UTF-8 text (byte 0)"),
+        ("", b"Word. " * 2000, 413, "above the maximum 10000 characters"),
+    ],
+)
+def test_a_streamed_answer_refused_names_the_problem(client, query, body, status, message):
+    response = client.post(f"/api/say/stream{query}", content=body, headers=AUTH)
+    assert response.status_code == status, response.text
+    assert message in response.json()["error"]
 
 
 def test_state_changes_need_the_token_reads_do_not(client):

@@ -21,7 +21,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from daemon.adapters import http_audio, openai_speech
+from daemon.adapters import http_audio, http_streamed_say, openai_speech
 from daemon.adapters.http_common import HttpError, HttpPorts, read_body
 from daemon.audio.sounds import NO_SOUND
 from daemon.service.commands import (
@@ -184,6 +184,14 @@ def openapi_document() -> dict[str, Any]:
         "info": {"title": "fastvoice", "version": "1"},
         "paths": {
             "/api/say": {"post": {"requestBody": body("SayCommand"), "responses": ok}},
+            "/api/say/stream": {
+                "post": {
+                    "description": "text in a chunked body, spoken as its sentences arrive; "
+                    "the job's other SayCommand fields in the query",
+                    "requestBody": {"content": {"text/plain": {"schema": {"type": "string"}}}},
+                    "responses": ok,
+                }
+            },
             "/api/stop": {"post": {"responses": ok}},
             "/api/status": {"get": {"responses": ok}},
             "/api/jobs": {"get": {"responses": ok}},
@@ -244,6 +252,7 @@ def build_app(ports: HttpPorts) -> Starlette:
     table = [
         ("/", routes.page, ["GET"]),
         ("/api/say", routes.say, ["POST"]),
+        ("/api/say/stream", lambda r: http_streamed_say.streamed_say(ports, r), ["POST"]),
         ("/api/stop", routes.stop, ["POST"]),
         ("/api/status", routes.status, ["GET"]),
         ("/api/jobs", routes.jobs, ["GET"]),

@@ -29,7 +29,7 @@ from wyoming.tts import (
 from daemon.adapters.wyoming_speech import Pacing
 from daemon.audio.pcm import to_int16
 from daemon.errors import FastvoiceError, reason_code
-from daemon.text.cleaning import complete_sentences_end
+from daemon.text.trickle import TextTrickle
 
 if TYPE_CHECKING:
     from daemon.adapters.wyoming_speech import WyomingSpeech
@@ -87,8 +87,8 @@ class _Stream:
 
     voice: str | None
     speaker: str | None
+    text: TextTrickle
     ssml: bool = False  # SSML is spoken whole, at the stream's end
-    pending: str = ""
     started: bool = False
     rate: int = 0
     pacing: Pacing = field(default_factory=Pacing)
@@ -160,11 +160,14 @@ class WyomingConnection(AsyncEventHandler):
         elif SynthesizeStart.is_type(event.type):
             start = SynthesizeStart.from_event(event)
             voice = start.voice
-            self.stream = _Stream(voice and voice.name, voice and voice.speaker, _ssml(start))
+            trickle = TextTrickle(self.speech.config.text.max_sentence_chars)
+            self.stream = _Stream(
+                voice and voice.name, voice and voice.speaker, trickle, _ssml(start)
+            )
             self.stream.pacing = Pacing.of(start.context)
             self.stream.rate = self.speech.rate_of(self.stream.voice)
         elif SynthesizeChunk.is_type(event.type) and self.stream is not None:
-            self.stream.pending += SynthesizeChunk.from_event(event).text
+            self.stream.text.add(SynthesizeChunk.from_event(event).text)
             await self._speak_ready(final=False)
         elif SynthesizeStop.is_type(event.type) and self.stream is not None:
             await self._end_stream()
@@ -208,11 +211,7 @@ class WyomingConnection(AsyncEventHandler):
         assert stream is not None
         if stream.ssml and not final:
             return
-        end = len(stream.pending) if final else complete_sentences_end(stream.pending)
-        longest = self.speech.config.text.max_sentence_chars
-        if not final and end == 0 and len(stream.pending) > longest:
-            end = stream.pending.rfind(" ", 0, longest) + 1
-        text, stream.pending = stream.pending[:end], stream.pending[end:]
+        text = stream.text.rest() if final else stream.text.ready()
         if not text.strip():
             return
         blocks = self.speech.blocks(

@@ -2,7 +2,9 @@
 
 The callback only copies from the buffer, so synthesis of the next sentence runs while this one
 plays; `stop()` empties the buffer and ends playback at the next callback. When the device
-cannot open the voice's rate (or `audio.sample_rate` asks for another), soxr resamples.
+cannot open the voice's rate (or `audio.sample_rate` asks for another), soxr resamples. With
+`audio.keep_awake_s` the stream stays open after a job (silence, or an inaudible tone), so an
+amplifier that sleeps between announcements stays awake and the next job starts at once.
 """
 
 from __future__ import annotations
@@ -36,7 +38,8 @@ SERVICE_NO_DEVICE_HINT = (
 )
 
 
-def _sounddevice():
+def sounddevice_module():
+    """sounddevice, or AudioDeviceError when its PortAudio library is missing."""
     try:
         import sounddevice
     except OSError as error:
@@ -49,7 +52,7 @@ def _sounddevice():
 
 def output_devices() -> list[dict[str, Any]]:
     """Output-capable devices as sounddevice describes them (index, name, default rate)."""
-    sd = _sounddevice()
+    sd = sounddevice_module()
     return [
         {"index": d["index"], "name": d["name"], "default_samplerate": d["default_samplerate"]}
         for d in sd.query_devices()
@@ -74,7 +77,7 @@ def resolve_output(
 ) -> OutputTarget:
     """The device to open and the rate it will run at; AudioDeviceError if there is none (with
     `hint`, the advice that fits where the job came from)."""
-    sd = _sounddevice()
+    sd = sounddevice_module()
     try:
         info = sd.query_devices(device, "output")
     except (ValueError, sd.PortAudioError) as error:
@@ -97,7 +100,7 @@ def play_silence(device: str | int | None, sample_rate: int) -> OutputTarget:
     import numpy as np
 
     target = resolve_output(device, sample_rate)
-    sd = _sounddevice()
+    sd = sounddevice_module()
     silence = np.zeros(target.sample_rate // 10, dtype=np.float32)
     sd.play(silence, samplerate=target.sample_rate, device=target.device, blocking=True)
     return target
@@ -200,8 +203,12 @@ class Player:
         # after the instant starts late.
         self.head_start_s = 2.5
         self.open_s = 0.05  # the least time to open a stream and place the instant in it
+        self.keep_awake_s = 0.0
+        self.keep_awake_tone_dbfs: float | None = None
         self._buffer: _BoundedBuffer | None = None
         self._stopped = threading.Event()
+        self._held: _OpenOutput | None = None  # a stream kept open after its job
+        self._held_lock = threading.Lock()
 
     @classmethod
     def from_config(
@@ -224,6 +231,9 @@ class Player:
         self.output_rate = audio.sample_rate
         self.prefill_s = audio.prefill_s
         self.buffer_s = max(2.0, audio.prefill_s)  # room for the whole prefill, and some
+        self.keep_awake_s = audio.keep_awake_s
+        self.keep_awake_tone_dbfs = audio.keep_awake_tone_dbfs
+        self.release()  # a stream held open under the old settings is not reused
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -232,6 +242,8 @@ class Player:
             "volume": self.volume,
             "sample_rate": self.output_rate,
             "prefill_s": self.prefill_s,
+            "keep_awake_s": self.keep_awake_s,
+            "held_open": self._held is not None,
         }
 
     def target(self, sample_rate: int) -> OutputTarget:
@@ -282,29 +294,36 @@ class Player:
     def _play_on_device(
         self, blocks: Iterable[np.ndarray], sample_rate: int, start_at: float | None
     ) -> bool:
-        """The stream opens `head_start_s` before `start_at` and plays silence up to the sample
-        the instant falls on, placed by PortAudio's time of each buffer at the converter."""
-        sd = _sounddevice()
+        """The stream opens `head_start_s` before `start_at` (unless one is held open) and plays
+        silence up to the sample the instant falls on, placed by PortAudio's time of each
+        buffer at the converter."""
+        sd = sounddevice_module()
         if start_at is not None and self._stopped.wait(
             max(0.0, start_at - self.head_start_s - time.time())
         ):
             return False
-        target = self.target(sample_rate)
-        resampler = None
-        if target.sample_rate != sample_rate:
-            import soxr
+        held = self._take_held(sample_rate)
+        output = held
+        try:
+            # A held stream's device is not probed again: opening it to ask would fail on a
+            # device that takes one stream at a time.
+            target = held.target if held is not None else self.target(sample_rate)
+            resampler = None
+            if target.sample_rate != sample_rate:
+                import soxr
 
-            resampler = soxr.ResampleStream(sample_rate, target.sample_rate, 1, dtype="float32")
-        buffer = _BoundedBuffer(
-            int(target.sample_rate * self.buffer_s), int(target.sample_rate * self.prefill_s)
-        )
-        self._buffer = buffer
-        feed = _DeviceFeed(self, buffer, start_at, target.sample_rate, sd.CallbackStop)
-        # The first block is made before the device is opened: a running stream's callback
-        # (silence until the prefill is there) would compete with the voice for the cores.
-        blocks = iter(blocks)
-        first = next(blocks, None)
-        with self._open_stream(sd, target, feed):
+                resampler = soxr.ResampleStream(sample_rate, target.sample_rate, 1, dtype="float32")
+            buffer = _BoundedBuffer(
+                int(target.sample_rate * self.buffer_s), int(target.sample_rate * self.prefill_s)
+            )
+            self._buffer = buffer
+            # The first block is made before the device is opened: a running stream's callback
+            # (silence until the prefill is there) would compete with the voice for the cores.
+            blocks = iter(blocks)
+            first = next(blocks, None)
+            output = held or self._open_output(sd, target, sample_rate)
+            feed = output.feed
+            feed.begin(buffer, start_at, hold=self.keep_awake_s > 0)
             for block in itertools.chain([] if first is None else [first], blocks):
                 if resampler is not None:
                     block = resampler.resample_chunk(block)
@@ -314,7 +333,12 @@ class Player:
                 buffer.put(resampler.resample_chunk(np.zeros(0, dtype=np.float32), last=True))
             buffer.close(discard=self._stopped.is_set())
             feed.done.wait()
-        self._buffer = None
+        finally:
+            if self._buffer is not None:  # after a failure, frees the callback
+                self._buffer.close(discard=True)
+            self._buffer = None
+            if output is not None:
+                self._give_back(output)
         if feed.late_by is not None:
             log.warning(
                 "the audio stream came up %.0f ms after the start instant", feed.late_by * 1e3
@@ -325,6 +349,51 @@ class Player:
                 "(unplugged, or its sound server went away)"
             )
         return not self._stopped.is_set()
+
+    def _take_held(self, sample_rate: int) -> _OpenOutput | None:
+        """The stream held open since the last job when it was opened for this device and
+        rate (the others are closed)."""
+        with self._held_lock:
+            held, self._held = self._held, None
+        if held is None:
+            return None
+        if held.asked == (self.device, self.output_rate or sample_rate) and not held.feed.dead:
+            return held
+        held.close()
+        return None
+
+    def _open_output(self, sd, target: OutputTarget, sample_rate: int) -> _OpenOutput:
+        feed = _DeviceFeed(self, target.sample_rate, sd.CallbackStop)
+        asked = (self.device, self.output_rate or sample_rate)
+        output = _OpenOutput(self._open_stream(sd, target, feed), feed, target, asked)
+        output.stream.start()
+        return output
+
+    def _give_back(self, output: _OpenOutput) -> None:
+        """Keeps the stream open for `keep_awake_s` (released by a timer), or closes it."""
+        if self.keep_awake_s <= 0 or output.feed.dead:
+            output.close()
+            return
+        timer = threading.Timer(self.keep_awake_s, self._release_if_idle, [output])
+        timer.daemon = True
+        with self._held_lock:
+            self._held = output
+        timer.start()
+
+    def _release_if_idle(self, output: _OpenOutput) -> None:
+        with self._held_lock:
+            if self._held is not output:
+                return  # a job took it since
+            self._held = None
+        output.close()
+
+    def release(self) -> None:
+        """Closes the stream held open after the last job (a settings change, the service's
+        stop)."""
+        with self._held_lock:
+            held, self._held = self._held, None
+        if held is not None:
+            held.close()
 
     def _open_stream(self, sd, target: OutputTarget, feed: _DeviceFeed):
         try:
@@ -358,39 +427,76 @@ def _keeping(blocks: Iterable[np.ndarray], kept: list[np.ndarray]) -> Iterator[n
         yield block
 
 
-class _DeviceFeed:
-    """PortAudio's side of one playback: its callback fills each device buffer from the
-    bounded buffer (silence while paused, and up to the sample a start instant falls on, placed
-    by PortAudio's time of each buffer at the converter), at the player's volume."""
+@dataclass
+class _OpenOutput:
+    """A started PortAudio stream, the feed its callback reads, and what it was opened for
+    (the device the config names and the rate, before the device had its say)."""
 
-    def __init__(
-        self,
-        player: Player,
-        buffer: _BoundedBuffer,
-        start_at: float | None,
-        sample_rate: int,
-        callback_stop: type[Exception],
-    ) -> None:
+    stream: Any
+    feed: _DeviceFeed
+    target: OutputTarget
+    asked: tuple[str | int | None, int]  # the device and rate it was opened for
+
+    def close(self) -> None:
+        self.stream.stop()
+        self.stream.close()
+
+
+KEEP_AWAKE_TONE_HZ = 20.0  # below what a listener hears, still a signal to an amplifier
+
+
+class _DeviceFeed:
+    """PortAudio's side of a stream: its callback fills each device buffer from the job's
+    bounded buffer (silence while paused, and up to the sample a start instant falls on, placed
+    by PortAudio's time of each buffer at the converter), at the player's volume. Between jobs
+    on a stream held open, it plays the keep-awake signal."""
+
+    def __init__(self, player: Player, sample_rate: int, callback_stop: type[Exception]) -> None:
         self.player = player
-        self.buffer = buffer
-        self.start_at = start_at  # None once the buffer it falls in was found
         self.sample_rate = sample_rate
         self.callback_stop = callback_stop
+        self.buffer: _BoundedBuffer | None = None  # the job playing; None between jobs
+        self.start_at: float | None = None  # None once the buffer it falls in was found
+        self.hold = False  # after the job, the stream stays open
         self.done = threading.Event()
-        self.drained = threading.Event()  # the stream ended because all was played
+        self.drained = threading.Event()  # the job ended because all was played
         self.late_by: float | None = None  # the stream came up after the instant: by how much
+        self.dead = False  # the stream ended (its job stopped it, or the device went away)
+        self._tone_at = 0  # the keep-awake tone's phase, in samples
+
+    def begin(self, buffer: _BoundedBuffer, start_at: float | None, hold: bool) -> None:
+        """The next job: the callback reads `buffer` from its next call."""
+        self.start_at, self.hold, self.late_by = start_at, hold, None
+        self.done, self.drained = threading.Event(), threading.Event()
+        self.buffer = buffer
 
     def finished(self) -> None:
         # Also called when the device dies (unplugged, its sound server gone): then the
         # producer must not wait on a buffer nobody reads any more.
+        self.dead = True
         self.done.set()
-        self.buffer.close(discard=not self.drained.is_set())
+        if self.buffer is not None:
+            self.buffer.close(discard=not self.drained.is_set())
+
+    def _idle(self, out: np.ndarray) -> None:
+        """Silence, or the keep-awake tone at its level."""
+        level = self.player.keep_awake_tone_dbfs
+        if level is None:
+            out.fill(0.0)
+            return
+        at = self._tone_at + np.arange(len(out))
+        out[:] = 10 ** (level / 20) * np.sin(2 * np.pi * KEEP_AWAKE_TONE_HZ / self.sample_rate * at)
+        self._tone_at = (self._tone_at + len(out)) % self.sample_rate
 
     def callback(self, outdata, frames, times, _status) -> None:
-        if self.player.paused:
-            outdata.fill(0.0)
-            return
         mono = outdata[:, 0]
+        buffer = self.buffer
+        if buffer is None:
+            self._idle(mono)
+            return
+        if self.player.paused:
+            mono.fill(0.0)
+            return
         if self.start_at is not None:
             # The stream's clock and the wall clock read together: the instant on the
             # former, against when this buffer reaches the converter.
@@ -398,18 +504,22 @@ class _DeviceFeed:
             at_converter = times.outputBufferDacTime or times.currentTime
             silent = round((instant - at_converter) * self.sample_rate)
             if silent >= frames:
-                outdata.fill(0.0)
+                self._idle(mono)
                 return
             self.start_at = None
             if silent < 0:
                 self.late_by = -silent / self.sample_rate
-            mono[: max(0, silent)] = 0.0
+            self._idle(mono[: max(0, silent)])
             mono = mono[max(0, silent) :]
             frames -= max(0, silent)
-        written = self.buffer.take_into(mono)
+        written = buffer.take_into(mono)
         mono[written:] = 0.0
         if self.player.volume != 1.0:
-            mono *= self.player.volume
-        if written < frames and self.buffer.drained:
+            mono[:written] *= self.player.volume
+        if written < frames and buffer.drained:
             self.drained.set()
-            raise self.callback_stop
+            if not self.hold:
+                raise self.callback_stop
+            self.buffer = None
+            self._idle(mono[written:])
+            self.done.set()

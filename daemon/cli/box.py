@@ -1,5 +1,5 @@
 """The commands that set up and look after this box: `serve`, `build`, `export`, `bench`,
-`doctor`, `system install | uninstall`, `devices`, `config check`."""
+`doctor`, `system install | uninstall`, `devices`, `wake-delay`, `config check`."""
 
 from __future__ import annotations
 
@@ -122,6 +122,27 @@ def cmd_devices(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_wake_delay(args: argparse.Namespace) -> int:
+    from daemon.audio.wake_delay import measure
+    from daemon.config import config_path_in_use, load_config
+
+    device = args.device if args.device is not None else load_config(args.config).audio.device
+    delay = measure(device, args.input)
+    print(
+        f"the output swallowed {delay.swallowed_ms} ms of a fresh stream (loop latency "
+        f"{delay.latency_ms} ms): audio.lead_in_ms: {delay.lead_in_ms} advised"
+    )
+    if args.save:
+        from daemon.box.config_edit import set_block_setting
+
+        path = config_path_in_use(args.config)
+        if path is None:
+            raise FastvoiceError("--save: no config file in use; name one with --config")
+        set_block_setting(path, "audio", "lead_in_ms", delay.lead_in_ms)
+        print(f"{path}: audio.lead_in_ms set to {delay.lead_in_ms} (a running service: reload)")
+    return 0
+
+
 def cmd_config_check(args: argparse.Namespace) -> int:
     from daemon.box.config_checks import load_on_box
     from daemon.config import config_path_in_use
@@ -224,6 +245,20 @@ def add_commands(commands, common: argparse.ArgumentParser) -> None:
 
     devices = commands.add_parser("devices", parents=[common], help="list audio output devices")
     devices.set_defaults(handler=cmd_devices)
+
+    wake = commands.add_parser(
+        "wake-delay",
+        parents=[common],
+        help="measure how much a late-waking amplifier swallows, through a loop-back",
+        description="Plays a sweep on the output (as a job would, on a fresh stream) while the "
+        "input records the amplifier's output; run it once the amplifier has gone to standby.",
+    )
+    wake.add_argument("--input", required=True, help="the input device the loop-back feeds")
+    wake.add_argument("--device", help="the output device (default: the config's)")
+    wake.add_argument(
+        "--save", action="store_true", help="write the advised audio.lead_in_ms into the config"
+    )
+    wake.set_defaults(handler=cmd_wake_delay)
 
     config = commands.add_parser("config", parents=[common], help="configuration tools")
     config_commands = config.add_subparsers(dest="config_command", required=True, metavar="ACTION")

@@ -37,6 +37,21 @@ class AudioConfig(StrictModel):
     tail_ms: int = Field(
         0, ge=0, le=5000, description="silence played after each job, for one that cuts the end"
     )
+    keep_awake_s: float = Field(
+        0.0,
+        ge=0.0,
+        le=3600.0,
+        description="hold the output open this long after each job, for an amplifier that "
+        "sleeps between announcements and wakes late (the next job also starts without "
+        "opening the device)",
+    )
+    keep_awake_tone_dbfs: float | None = Field(
+        None,
+        ge=-90.0,
+        le=-20.0,
+        description="while the output is held open, a 20 Hz tone at this level instead of "
+        "silence, for an amplifier whose auto-standby listens for a signal; null: silence",
+    )
     sample_rate: int | None = Field(
         None, ge=8000, le=192_000, description="resample to this rate (default: the voice's)"
     )

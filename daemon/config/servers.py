@@ -55,6 +55,13 @@ class HttpConfig(StrictModel):
     )
     max_body_bytes: int = Field(65_536, ge=1024, le=10_000_000, description="larger are refused")
     cors_origins: list[str] = Field(default_factory=list, description="origins allowed by CORS")
+    stream_idle_s: float = Field(
+        30.0,
+        ge=0.5,
+        le=600.0,
+        description="POST /api/say/stream: a body that sends nothing for this long is ended "
+        "(what it held is spoken)",
+    )
     voice_aliases: dict[Annotated[str, Field(max_length=64)], VoiceName] = Field(
         default_factory=dict,
         description="names the OpenAI route takes for voices (alloy: en_US-joe-medium): "

@@ -20,6 +20,7 @@ from daemon.service.intake import JobIntake
 from daemon.service.jobs import Job, JobQueue
 from daemon.service.lanes import Lane
 from daemon.service.settings import Settings
+from daemon.service.text_feed import TextFeed
 from daemon.speech.captions import WordClock
 from daemon.speech.synthesizer import Synthesizer
 from daemon.voices.base import SpeechOptions, VoiceInfo
@@ -60,9 +61,12 @@ class FrontDoor:
 
     # --- jobs ---
 
-    def submit(self, command: SayCommand, durable: bool = True) -> str | None:
-        """Queues a job: None when accepted, else why not (also sent as a `rejected` event)."""
-        return self._intake.submit(command, durable)
+    def submit(
+        self, command: SayCommand, durable: bool = True, more_text: TextFeed | None = None
+    ) -> str | None:
+        """Queues a job: None when accepted, else why not (also sent as a `rejected` event).
+        `more_text`: the rest of its text, put there as it arrives."""
+        return self._intake.submit(command, durable, more_text)
 
     def reject(self, message: str, job_id: str | None = None) -> None:
         """A command an adapter could not parse: a `rejected` event naming the problem."""

@@ -17,6 +17,7 @@ from daemon.service.journal import JobJournal
 from daemon.service.lanes import Lane, publish_only
 from daemon.service.quiet_hours import quiet_for
 from daemon.service.settings import Settings
+from daemon.service.text_feed import TextFeed
 from daemon.text.prepare import prepare
 from daemon.text.script import Sound
 from daemon.voices.registry import VoiceRegistry
@@ -41,10 +42,14 @@ class JobIntake:
         self.lanes = lanes
         self._admitting = threading.Lock()
 
-    def submit(self, command: SayCommand, durable: bool = True) -> str | None:
+    def submit(
+        self, command: SayCommand, durable: bool = True, more_text: TextFeed | None = None
+    ) -> str | None:
         """Checks and queues a command. None when accepted, else why not (also sent as a
         `rejected` event). `durable`: journalled, so that a restart queues it again (a job of
-        the fleet's render queue is not: the fleet hands it to another box instead)."""
+        the fleet's render queue is not: the fleet hands it to another box instead).
+        `more_text`: the rest of its text, still arriving (never journalled: a restart could
+        not bring it back)."""
         sounds = self.settings.config.sounds
         chime = sounds.chime_for(command.chime, command.priority)
         try:
@@ -62,8 +67,9 @@ class JobIntake:
             lead_s = self.settings.config.queue.sync_lead_s
             update["at"] = round((time.time() + lead_s) * 1000)
         command = command.model_copy(update=update)
-        job = Job(command, script=script)
-        if self.journal is not None and durable:  # before the queue: a lane may end it at once
+        job = Job(command, script=script, more_text=more_text)
+        # Journalled before the queue: a lane may end it at once.
+        if self.journal is not None and durable and more_text is None:
             job.journal = self.journal.record(command, time.time())
         quiet = None if publish_only(job) else quiet_for(self.settings.config)
         held = quiet is not None and quiet.holds(command.priority)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from daemon.service.commands import PRIORITY_RANK, SayCommand
+from daemon.service.text_feed import TextFeed
 from daemon.text.script import Script
 
 SEEN_IDS = 4096
@@ -31,6 +32,8 @@ class Job:
     # Its text as prepared when it was accepted (None for a job recovered from the journal):
     # the lane speaks this, not the text prepared a second time.
     script: Script | None = None
+    # More of its text, still arriving (a streamed answer); None when the text is whole.
+    more_text: TextFeed | None = None
 
     @property
     def id(self) -> str:

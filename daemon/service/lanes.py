@@ -27,6 +27,7 @@ from daemon.service.quiet_hours import quiet_for
 from daemon.service.settings import Settings
 from daemon.speech.captions import Cue
 from daemon.speech.synthesizer import Synthesizer
+from daemon.text.script import Script
 from daemon.voices.base import SpeechOptions
 
 log = logging.getLogger(__name__)
@@ -126,6 +127,8 @@ class Lane(threading.Thread):
             return
         finally:
             self.current = None
+            if job.more_text is not None:
+                job.more_text.abandon()
         if self._interrupt is None:
             self.emit("finished", job, **job.timings())
             return
@@ -146,22 +149,38 @@ class Lane(threading.Thread):
         if cap is not None and self.player.volume > 0:  # the box volume times this: at most cap
             volume = min(volume, cap / self.player.volume)
         options = SpeechOptions(speaker=command.speaker, volume=volume, rate=command.rate)
-        chunks = self.synthesizer.synthesize(
-            command.text, command.voice, options, chime=command.chime, script=job.script
-        )
-        while True:
-            started = time.monotonic()
-            chunk = next(chunks, None)
-            job.synthesis_s += time.monotonic() - started
-            self.heartbeat = time.monotonic()
+        for text, script, chime in self._texts(job):
+            chunks = self.synthesizer.synthesize(
+                text, command.voice, options, chime=chime, script=script
+            )
+            while True:
+                started = time.monotonic()
+                chunk = next(chunks, None)
+                job.synthesis_s += time.monotonic() - started
+                self.heartbeat = time.monotonic()
+                if self._interrupt is not None:
+                    raise Interrupted
+                if chunk is None:
+                    break
+                if job.first_audio is None:
+                    job.first_audio, job.cache_hit = time.monotonic(), chunk.from_cache
+                job.audio_s += len(chunk.samples) / rate
+                yield chunk
+
+    def _texts(self, job: Job) -> Iterator[tuple[str, Script | None, str | None]]:
+        """The job's text (prepared at intake) and its chime, then the text still arriving,
+        piece by piece, until its sender ends it (meanwhile the player plays silence)."""
+        yield job.command.text, job.script, job.command.chime
+        feed = job.more_text
+        while feed is not None:
+            text = feed.take(wait_s=0.5)
+            self.heartbeat = time.monotonic()  # waiting for an answer's next words: no stall
             if self._interrupt is not None:
                 raise Interrupted
-            if chunk is None:
+            if text is None:
                 return
-            if job.first_audio is None:
-                job.first_audio, job.cache_hit = time.monotonic(), chunk.from_cache
-            job.audio_s += len(chunk.samples) / rate
-            yield chunk
+            if text.strip():
+                yield text, None, None
 
     def _speak(self, job: Job) -> None:
         command = job.command

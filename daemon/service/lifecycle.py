@@ -54,6 +54,7 @@ class Service:
     def stop(self) -> None:
         sdnotify.notify("STOPPING=1")
         self.steps.stop()
+        self.player.release()  # the output held open after the last job
 
     def refresh_info(self) -> None:
         self.status.refresh_info()

@@ -39,6 +39,8 @@ RELOADABLE = frozenset(
         "audio.fade_ms",
         "audio.lead_in_ms",
         "audio.tail_ms",
+        "audio.keep_awake_s",
+        "audio.keep_awake_tone_dbfs",
         "audio.sample_rate",
         "audio.prefill_s",
         "sounds.dir",
