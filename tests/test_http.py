@@ -234,6 +234,28 @@ def test_tts_returns_a_wav_without_playing(client, capture):
     assert capture.played().size == 0
 
 
+@pytest.mark.parametrize(("form", "rate"), [("flac", 16000), ("wav", 48000), ("opus", 48000)])
+def test_tts_gives_the_format_and_rate_asked_for(client, form, rate):
+    response = client.get(
+        "/api/tts", params={"text": "Just the file.", "format": form, "sample_rate": rate}
+    )
+    assert response.status_code == 200, response.text
+    audio, read_rate = soundfile.read(io.BytesIO(response.content), dtype="float32")
+    assert read_rate == rate and len(audio) / rate > 0.4
+
+
+@pytest.mark.parametrize(
+    ("query", "message"),
+    [
+        ({"format": "ogg"}, "format: 'ogg' is not one of wav, pcm, flac, mp3, opus"),
+        ({"sample_rate": "96000"}, "sample_rate: '96000' is not a rate from 8000 to 48000 Hz"),
+    ],
+)
+def test_tts_refuses_a_format_or_rate_it_cannot_give(client, query, message):
+    response = client.get("/api/tts", params={"text": "Hello.", **query})
+    assert response.status_code == 422 and response.json()["error"] == message
+
+
 def test_clients_that_leave_mid_stream_give_their_place_back(client):
     """More clients than the service renders at once each read a little and go; a request
     after them is still rendered (their places were given back)."""
@@ -288,6 +310,20 @@ def test_openai_client_gets_wav(openai_client):
     )
     audio, rate = soundfile.read(io.BytesIO(speech.content), dtype="float32")
     assert rate == EMBEDDED_RATE and len(audio) / rate > 0.6
+
+
+@pytest.mark.parametrize("response_format", ["wav", "flac"])
+def test_openai_client_asks_for_a_rate_of_its_own(openai_client, response_format):
+    """fastvoice's `sample_rate` field, sent by the official client as an extra body field."""
+    speech = openai_client.audio.speech.create(
+        model="tts-1",
+        voice=VOICE,
+        input="Your order is ready.",
+        response_format=response_format,
+        extra_body={"sample_rate": 16000},
+    )
+    audio, rate = soundfile.read(io.BytesIO(speech.content), dtype="float32")
+    assert rate == 16000 and len(audio) / rate > 0.6
 
 
 def test_openai_client_streams_pcm_at_openais_24_khz(openai_client):

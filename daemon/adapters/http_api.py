@@ -23,6 +23,7 @@ from starlette.routing import Route
 
 from daemon.adapters import http_audio, http_streamed_say, openai_speech
 from daemon.adapters.http_common import HttpError, HttpPorts, read_body
+from daemon.audio.encoding import MEDIA_TYPES
 from daemon.audio.sounds import NO_SOUND
 from daemon.service.commands import (
     CommandError,
@@ -138,12 +139,22 @@ class Routes:
         return StreamingResponse(sent(), media_type="text/event-stream", headers=headers)
 
     async def tts(self, request: Request) -> Response:
-        """`GET /api/tts?text=…&voice=…`: the WAV, not played, not queued."""
-        text = request.query_params.get("text")
+        """`GET /api/tts?text=…&voice=…&format=…&sample_rate=…`: the audio (WAV unless `format`
+        names another), not played, not queued."""
+        query = request.query_params
+        text = query.get("text")
         if text is None:
             raise HttpError(422, "text: a query parameter `text` is required")
-        voice = request.query_params.get("voice")
-        return await http_audio.rendered(self.ports, text, voice, "wav", 1.0)
+        rate = query.get("sample_rate")
+        if rate is not None and not (rate.isdigit() and 8000 <= int(rate) <= 48000):
+            raise HttpError(422, f"sample_rate: {rate!r} is not a rate from 8000 to 48000 Hz")
+        output_rate = None if rate is None else int(rate)
+        form = query.get("format", "wav")
+        if form not in MEDIA_TYPES:
+            raise HttpError(422, f"format: {form!r} is not one of {', '.join(MEDIA_TYPES)}")
+        return await http_audio.rendered(
+            self.ports, text, query.get("voice"), form, 1.0, output_rate=output_rate
+        )
 
     async def metrics(self, request: Request) -> Response:
         from prometheus_client import CONTENT_TYPE_LATEST

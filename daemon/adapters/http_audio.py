@@ -79,9 +79,10 @@ async def captioned(
     response_format: str,
     speed: float,
     captions_format: str,
+    output_rate: int | None = None,
 ) -> Response:
-    """The audio of `text` (base64, whole) and its captions from the same synthesis, in one
-    JSON answer: the words' times are those of this audio."""
+    """The audio of `text` (base64, whole, at `output_rate` where given) and its captions from
+    the same synthesis, in one JSON answer: the words' times are those of this audio."""
     name = _checked(ports, text, voice, response_format)
     door = ports.door
     if not door.times_words(name):
@@ -89,6 +90,8 @@ async def captioned(
     rate = door.voice_info(name).sample_rate
     clock = door.word_clock(rate)
     blocks = door.render(text, name, SpeechOptions(rate=speed), clock=clock)
+    if output_rate is not None and output_rate != rate:
+        blocks, rate = resampled(blocks, rate, output_rate), output_rate
     encoded = await _whole(blocks, rate, response_format)
     track = captions.cues(None if is_ssml(text) else text, clock.words)
     return JSONResponse(

@@ -2,7 +2,8 @@
 voices: what chat front ends and scripts written for OpenAI's API call. Only OpenAI's request
 shape lives here; daemon.adapters.http_audio renders the audio beside the queue (not played).
 
-As OpenAI documents it: `pcm` is 24 kHz 16-bit mono (resampled from the voice's rate), its voice
+As OpenAI documents it: `pcm` is 24 kHz 16-bit mono (resampled from the voice's rate; fastvoice's
+own `sample_rate` field asks for another rate, in every format), its voice
 names are taken where `http.voice_aliases` maps them, and `instructions` is taken; no voice here
 follows instructions yet, so the answer's `X-Instructions` header says it was ignored."""
 
@@ -34,6 +35,13 @@ class SpeechRequest(BaseModel):
         None, max_length=4096, description="how to speak; ignored by voices that cannot follow it"
     )
     stream_format: Literal["audio"] | None = None
+    sample_rate: int | None = Field(
+        None,
+        ge=8000,
+        le=48000,
+        description="fastvoice's own: the audio at this rate (resampled with soxr); default: "
+        "the voice's, and for pcm 24 kHz as OpenAI documents it",
+    )
 
 
 class CaptionedSpeechRequest(SpeechRequest):
@@ -57,7 +65,7 @@ async def speech(ports: HttpPorts, request: Request) -> Response:
         _voice(ports, asked.voice),
         asked.response_format,
         asked.speed,
-        output_rate=PCM_RATE if asked.response_format == "pcm" else None,
+        output_rate=asked.sample_rate or (PCM_RATE if asked.response_format == "pcm" else None),
     )
     _note_instructions(response, asked)
     return response
@@ -73,6 +81,7 @@ async def speech_with_captions(ports: HttpPorts, request: Request) -> Response:
         asked.response_format,
         asked.speed,
         asked.captions_format,
+        output_rate=asked.sample_rate,
     )
     _note_instructions(response, asked)
     return response
