@@ -158,8 +158,10 @@ def test_a_say_sets_its_own_rate_and_pause_between_sentences(daemon):
     plain = published_seconds()
     fast = published_seconds(rate=2.0)
     paused = published_seconds(sentence_pause_s=2.0, rate=1.0)
-    assert 0.4 * plain < fast < 0.65 * plain
     default_pause = parse_config({}).audio.sentence_pause_s
+    # The speech, not the pause, takes the rate; each phoneme's frames are rounded up, so the
+    # short ones do not halve (0.58 to 0.66 of the length measured over eight syntheses).
+    assert 0.45 < (fast - default_pause) / (plain - default_pause) < 0.75
     # (Each synthesis draws its own durations: the sentences themselves vary by tens of ms.)
     assert paused - plain == pytest.approx(2.0 - default_pause, abs=0.25)
 
