@@ -187,9 +187,9 @@ def _gives_durations(artifact: Artifact) -> bool:
 def _variants(precision: str) -> tuple[str, ...]:
     """fp32 (the graph as published: the fallback) and the variants `runtime.precision` asks
     for; a precision Kokoro has no variant in is named."""
-    if precision not in ("auto", "fp32", *VARIANTS):
+    if precision not in ("auto", "exact", "fp32", *VARIANTS):
         raise BackendError(
             f"runtime.precision: Kokoro voices have no {precision} variant on a CPU "
-            f"(auto, fp32 or {', '.join(VARIANTS)})"
+            f"(auto, exact, fp32 or {', '.join(VARIANTS)})"
         )
     return ("fp32", *(VARIANTS if precision in ("auto", *VARIANTS) else ()))

@@ -5,13 +5,26 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+from daemon.runtime.artifacts import cpu_features
 from daemon.runtime.ort_cpu import OrtCpuBackend
 from daemon.voices.base import Voice
 from edge_build.artifact_writer import BuildResult
 from edge_build.ort_optimize import write_precision_choice
 from edge_build.quality_gate import ENGLISH, GateSet, evaluate
+
+
+@dataclass
+class Approximations:
+    """What a gate of a voice family's own let the voice approximate (e.g. a VITS decoder's
+    `context_frames`: empty when it failed), in one line, and its figures."""
+
+    approximations: dict[str, Any]
+    summary: str
+    record: dict[str, Any] = field(default_factory=dict)
 
 
 def settle_precision(
@@ -24,16 +37,26 @@ def settle_precision(
     *,
     again: bool,
     gate: GateSet = ENGLISH,
+    approximate: Callable[[Voice], Approximations] | None = None,
 ) -> BuildResult:
     """The gate's choice among `candidates` for voice `name`'s `model` (`load` gives the voice
-    at a precision), made now if there is none or `again`, else the one recorded."""
+    at a precision), made now if there is none or `again`, else the one recorded.
+    `approximate`: what else the chosen voice may approximate, judged by its own gate."""
     started = time.perf_counter()
     choice = OrtCpuBackend(artifact_store=store).precision_choice(model)[0]
-    if choice is None or again:
+    unjudged = approximate is not None and "approximated" not in (choice.manifest if choice else {})
+    if choice is None or again or unjudged:
         chosen, reason, verdicts = evaluate(load, candidates, gate)
         verdict = {"chosen": chosen, "reason": reason, "verdicts": [v.as_dict() for v in verdicts]}
+        if approximate is not None:
+            judged = approximate(load(chosen))
+            verdict["reason"] = f"{reason}; {judged.summary}"
+            verdict["approximations"] = judged.approximations
+            verdict["approximated"] = judged.record
+        # The verdict holds on this CPU: another's kernels may choose otherwise.
+        verdict["reason"] += f"; on a CPU with {', '.join(cpu_features()) or 'no SIMD flags'}"
         choice = write_precision_choice(model, store, stage, verdict)
-        status = reason
+        status = verdict["reason"]
     else:
         status = f"up to date: {choice.manifest['reason']}"
     seconds = time.perf_counter() - started

@@ -27,6 +27,7 @@ from edge_build.ort_optimize import build_ort_artifact
 from edge_build.precision import VARIANTS, make_variant
 from edge_build.precision_choice import settle_precision
 from edge_build.vits_split import PARTS, split_graphs
+from edge_build.window_gate import window_approximations
 
 if TYPE_CHECKING:  # made by edge_build.build on a box with a GPU
     from edge_build.gpu_steps import GpuSteps
@@ -130,7 +131,14 @@ class VitsBuilder:
             return VitsVoice(self.name, self.config, backend)
 
         return settle_precision(
-            self.name, self.stage, self.model, self.store, load, VARIANTS, again=again
+            self.name,
+            self.stage,
+            self.model,
+            self.store,
+            load,
+            VARIANTS,
+            again=again,
+            approximate=window_approximations,
         )
 
 
@@ -138,7 +146,7 @@ def variants(precision: str) -> tuple[str, ...]:
     """The precisions a build makes for `runtime.precision`: fp32 always (the fallback), then
     every variant for the quality gate under `auto`, or the one asked for."""
     asked = VARIANTS if precision == "auto" else (precision,)
-    return ("fp32", *(variant for variant in asked if variant != "fp32"))
+    return ("fp32", *(variant for variant in asked if variant not in ("fp32", "exact")))
 
 
 def _found(backend: OrtCpuBackend, model: Path, precision: str) -> list[Artifact | None]:

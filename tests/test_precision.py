@@ -16,15 +16,18 @@ from daemon.errors import BackendError
 from daemon.runtime.ort_cpu import OrtCpuBackend
 from daemon.voices.base import SpeechOptions, Voice
 from daemon.voices.vits import VitsVoice
+from daemon.voices.vits_windows import EXACT_CONTEXT_FRAMES
 from edge_build.build import build_voices
 from edge_build.quality_gate import (
     MAX_LOG_SPECTRAL_DISTANCE_DB,
+    SILENT_NOISE,
     GateSet,
     Verdict,
     _choose,
     evaluate,
     log_spectral_distance_db,
 )
+from edge_build.window_gate import GATE_WINDOW_FRAMES, judge_context
 
 pytestmark = pytest.mark.slow  # builds every precision variant and gates it
 
@@ -153,3 +156,51 @@ def test_a_gate_choice_whose_variant_is_gone_loads_fp32(auto_store, tmp_path):
     assert voice.streaming  # the fp32 encoder and decoder, not the unsplit source
     assert {s.precision for s in voice.info.stages} == {"fp32"}
     assert any("so fp32" in note for note in voice.info.stages[0].notes)
+
+
+# The decoder's windows: exact context, or fewer frames behind the window gate
+
+
+def test_auto_records_the_window_gate_and_loads_its_context(auto_store):
+    """The build judged 8 context frames against the whole decode (PESQ, distance, word error,
+    speed measured) and recorded it; `auto` loads what it allowed, `exact` the exact 12."""
+    store, results = auto_store
+    status = results["en_US-joe-medium/vits/precision"].status
+    assert "windows with 8 context frames" in status and "PESQ" in status
+    backend = OrtCpuBackend(artifact_store=store)
+    auto = VitsVoice("v", VOICE, backend)
+    manifest = backend.precision_choice(Path(auto.info.stages[0].model_path))[0].manifest
+    judged = manifest["approximated"]
+    assert judged["context_frames"] == 8 and judged["pesq_worst"] is not None
+    expected = 8 if judged["passed"] else EXACT_CONTEXT_FRAMES
+    assert auto.context_frames == expected
+    exact = VitsVoice("v", VOICE, OrtCpuBackend(artifact_store=store, precision="exact"))
+    assert exact.context_frames == EXACT_CONTEXT_FRAMES
+    assert any(note.startswith("exact: ") for note in exact.info.stages[0].notes)
+
+
+def test_exact_windows_equal_the_whole_decode_approximate_ones_do_not(auto_store):
+    """12 context frames: the joined windows are the whole decode (float rounding of other
+    shapes aside); 8: their seams differ, by what the gate judges."""
+    store, _ = auto_store
+    voice = VitsVoice("v", VOICE, OrtCpuBackend(artifact_store=store, precision="exact"))
+    text = "The train now arriving at platform four is the delayed service to the airport."
+    whole, windows = voice.decoded_both_ways(
+        text, EXACT_CONTEXT_FRAMES, GATE_WINDOW_FRAMES, SILENT_NOISE
+    )
+    np.testing.assert_allclose(windows, whole, atol=1e-5)
+    _, approximate = voice.decoded_both_ways(text, 8, GATE_WINDOW_FRAMES, SILENT_NOISE)
+    assert 1e-4 < np.abs(approximate - whole).max() < 1e-2
+
+
+def test_the_window_gate_passes_eight_context_frames_and_refuses_none(auto_store):
+    """Eight frames of context: seams a listener cannot hear (the gate's figures say so); no
+    context at all: a click at every seam, refused by name."""
+    store, _ = auto_store
+    voice = VitsVoice("v", VOICE, OrtCpuBackend(artifact_store=store, precision="exact"))
+    eight = judge_context(voice, 8)
+    assert eight.pesq_mean is not None and eight.pesq_mean >= 4.2 and eight.pesq_worst >= 4.0
+    assert eight.log_spectral_distance_db is not None and eight.log_spectral_distance_db <= 1.0
+    none = judge_context(voice, 0)
+    assert not none.passed and "PESQ below" in none.reason
+    assert none.pesq_worst is not None and none.pesq_worst < eight.pesq_worst

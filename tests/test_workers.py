@@ -12,6 +12,7 @@ import pytest
 
 from daemon.config import parse_config
 from daemon.errors import ConfigError
+from daemon.runtime import scheduling
 from daemon.runtime.ort_cpu import Load, OrtCpuBackend, SessionPool, physical_cores_available
 from daemon.runtime.select import create_backend
 from daemon.service.settings import Settings
@@ -193,3 +194,47 @@ def test_an_idle_backend_gives_its_arena_back_and_speaks_the_same_after(config):
     assert freed > 50 * 2**20, f"only {freed / 2**20:.0f} MB given back"
     again, _ = render()
     np.testing.assert_allclose(again, first, atol=1e-6)
+
+
+def test_waiting_runs_go_first_audio_first_then_least_left(monkeypatch):
+    """With the one session busy, runs that wait are handed it in the scheduler's order, not
+    their arrival's: a request's first audio, then the request with the least work left."""
+    pool = SessionPool(Session, threads=2, workers=1, load=Load())
+    busy = pool.acquire()
+    served: list[str] = []
+
+    def run(name: str, remaining: int, first_audio: bool) -> None:
+        scheduling.before_run(remaining, first_audio)
+        session = pool.acquire()
+        served.append(name)
+        pool.release(session)
+
+    arrivals = [("long rest", 900, False), ("short rest", 40, False), ("newcomer", 700, True)]
+    threads = []
+    for arrival in arrivals:
+        threads.append(threading.Thread(target=run, args=arrival))
+        threads[-1].start()
+        deadline = time.monotonic() + 10
+        while pool.waiting < len(threads):  # each in line before the next arrives
+            assert time.monotonic() < deadline
+            time.sleep(0.001)
+    pool.release(busy)
+    for thread in threads:
+        thread.join(10)
+    assert served == ["newcomer", "short rest", "long rest"]
+
+
+def test_a_run_that_waited_long_goes_before_any_other():
+    now = time.monotonic()
+    starving = scheduling.WaitingRun(0, remaining=5000, first_audio=False)
+    starving.since = now - scheduling.MAX_WAIT_S
+    newcomer = scheduling.WaitingRun(1, remaining=10, first_audio=True)
+    assert scheduling.next_in_line([newcomer, starving]) is starving
+
+
+def test_a_hint_holds_for_one_run_only():
+    scheduling.before_run(300, first_audio=False)
+    hinted = scheduling.WaitingRun.hinted(0)
+    unhinted = scheduling.WaitingRun.hinted(1)
+    assert (hinted.remaining, hinted.first_audio) == (300, False)
+    assert (unhinted.remaining, unhinted.first_audio) == (0, True)

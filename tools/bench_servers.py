@@ -118,6 +118,15 @@ def wyoming_requests(port: int, text: str, clients: int) -> list[tuple[float, fl
     return asyncio.run(together())
 
 
+def wyoming_mixed(port: int, texts: tuple[str, ...]) -> list[tuple[float, float]]:
+    """(first audio, whole request) of one request per text, all sent at once."""
+
+    async def together() -> list[tuple[float, float]]:
+        return list(await asyncio.gather(*(_request(port, text) for text in texts)))
+
+    return asyncio.run(together())
+
+
 def _listening(port: int) -> bool:
     with socket.socket() as probe:
         return probe.connect_ex(("127.0.0.1", port)) == 0

@@ -26,9 +26,11 @@ class RuntimeConfig(StrictModel):
         description="requests synthesized at once by `serve` (each with threads / workers); "
         "auto = physical cores available",
     )
-    precision: Literal["auto", "fp32", "fp16", "int8"] = Field(
+    precision: Literal["auto", "exact", "fp32", "fp16", "int8"] = Field(
         "auto",
-        description="auto: the fastest variant that passes `fastvoice build`'s quality gate",
+        description="auto: the fastest variant that passes `fastvoice build`'s quality gate "
+        "(approximate audio a listener cannot tell from the exact); exact: the graph as the "
+        "voice ships it and audio bit-exact to its own decode",
     )
     artifacts: bool = Field(True, description="load what `fastvoice build` made for this box")
     build_on_start: bool = Field(

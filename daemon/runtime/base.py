@@ -101,6 +101,11 @@ class Backend(ABC):
         """Whether `fastvoice build` made `part` of this model for this backend."""
         return False
 
+    def approximations(self, model_path: Path) -> dict[str, Any]:
+        """What the quality gate let a voice of this model approximate on this box (e.g. a VITS
+        decoder's `context_frames`); none unless a gate said so."""
+        return {}
+
     def gpu_report(self) -> dict[str, Any] | None:
         """The GPU stack found, the VRAM budget and its decisions (status/info); None on CPU."""
         return None

@@ -20,7 +20,6 @@ import logging
 import os
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
@@ -35,6 +34,7 @@ from daemon.runtime.artifacts import Artifact, find_artifact
 from daemon.runtime.base import Backend, Stage, StageReport, ort_specs
 from daemon.runtime.cpu_arena import IdleRelease, register_shared_arena
 from daemon.runtime.ort_values import run_keeping
+from daemon.runtime.scheduling import MAX_WAIT_S, WaitingRun, next_in_line
 from daemon.runtime.shared_weights import SharedWeights
 
 log = logging.getLogger(__name__)
@@ -105,7 +105,8 @@ class SessionPool:
     """Sessions of one graph: `solo`, with every thread, for a run while no other request is in
     progress; `workers` narrow ones for runs while requests overlap (a request between two runs,
     phonemizing, still holds its share of the cores). At most `workers` runs are in flight; a
-    further one waits for a session, in arrival order: no request starves behind later ones.
+    further one waits for a session, and the runs waiting go in the order of
+    daemon.runtime.scheduling (first audio, then the least work left; none starves).
     """
 
     def __init__(
@@ -121,7 +122,7 @@ class SessionPool:
         self._unmade = workers if workers > 1 else 0
         self._idle: list[object] = []
         self._in_flight = 0
-        self._line: deque[int] = deque()
+        self._line: list[WaitingRun] = []
         self._tickets = itertools.count()
         self._cond = threading.Condition()
 
@@ -145,16 +146,17 @@ class SessionPool:
 
     def acquire(self):
         with self._cond:
-            ticket = next(self._tickets)
-            self._line.append(ticket)
+            waiting = WaitingRun.hinted(next(self._tickets))
+            self._line.append(waiting)
             try:
-                while self._line[0] != ticket or (session := self._pick()) is None:
-                    self._cond.wait()
+                # Woken when a session comes back, and at times to see a long wait go first.
+                while next_in_line(self._line) is not waiting or (session := self._pick()) is None:
+                    self._cond.wait(MAX_WAIT_S / 4)
             except BaseException:  # a narrow session could not be made: leave the line
-                self._line.remove(ticket)
+                self._line.remove(waiting)
                 self._cond.notify_all()
                 raise
-            self._line.popleft()
+            self._line.remove(waiting)
             self._in_flight += 1
             self._cond.notify_all()  # the next in line may find a session too
             return session
@@ -263,14 +265,22 @@ class OrtCpuBackend(Backend):
     def precision_for(self, model_path: Path) -> tuple[str, str]:
         """The precision to load and why: the config's, or for `auto` the quality gate's choice
         made by `fastvoice build` on this box; fp32 until there is one."""
-        if self.precision == "fp32":
-            return "fp32", "fp32: chosen in config"
+        if self.precision in ("fp32", "exact"):
+            return "fp32", f"{self.precision}: chosen in config"
         if self.precision != "auto":
             return self.precision, f"{self.precision}: chosen in config"
         choice, reason = self.precision_choice(model_path)
         if choice is None:
             return "fp32", f"auto: fp32, no quality-gate result ({reason})"
         return choice.manifest["chosen"], choice.manifest["reason"]
+
+    def approximations(self, model_path: Path) -> dict[str, Any]:
+        """What the quality gate let this model's voice approximate on this box (under `auto`;
+        none under `exact` or a precision the config names)."""
+        if self.precision != "auto":
+            return {}
+        choice, _ = self.precision_choice(model_path)
+        return {} if choice is None else dict(choice.manifest.get("approximations", {}))
 
     def _artifact_for(self, model_path: Path, part: str) -> tuple[Artifact | None, str, str, str]:
         """(artifact, why it is or is not there, precision, why that precision). A gate choice

@@ -151,7 +151,8 @@ class Synthesizer:
         if sound is not None:
             rendered.append(AudioPiece(sound))
             yield replace(rendered[-1], samples=scaled(sound))
-        for item in script:
+        spoken = [len(item.words()) if isinstance(item, Utterance) else 0 for item in script]
+        for number, item in enumerate(script):
             if isinstance(item, Pause):
                 silence = np.zeros(round(item.seconds * rate), np.float32)
                 pieces: Iterable[AudioPiece] = [AudioPiece(silence, silence=True)]
@@ -159,8 +160,11 @@ class Synthesizer:
                 pieces = [AudioPiece(inline[item.name])]
             else:
                 heard = any(not piece.silence for piece in rendered)
+                after = sum(spoken[number + 1 :])
                 pieces = self._utterance(
-                    item, replace(options, opening=options.opening and not heard), rate
+                    item,
+                    replace(options, opening=options.opening and not heard, characters_after=after),
+                    rate,
                 )
             for piece in pieces:
                 rendered.append(piece)
@@ -185,7 +189,7 @@ class Synthesizer:
             "voice": self.voices.get(voice).cache_identity(),
             "voices": [self.voices.get(name).cache_identity() for name in sorted(used)],
             "script": cache_form(script),
-            "options": {**asdict(options), "volume": None},
+            "options": {**asdict(options), "volume": None, "characters_after": None},
         }
         if chime is not None:
             identity["chime"] = self.sounds.identity(chime)

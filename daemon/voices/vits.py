@@ -16,8 +16,10 @@ from daemon.audio.limiter import LookaheadLimiter
 from daemon.audio.piece import AudioPiece, WordTiming
 from daemon.config import VitsVoiceConfig
 from daemon.errors import TextError, VoiceError
+from daemon.runtime import scheduling
 from daemon.runtime.artifacts import source_identity
 from daemon.runtime.base import Backend, Stage
+from daemon.runtime.scheduling import FRAMES_PER_CHARACTER
 from daemon.text.script import Part, Phonemes, Utterance, join_words
 from daemon.voices import espeak, loudness, word_timing
 from daemon.voices.base import SpeechOptions, Voice, VoiceInfo
@@ -27,7 +29,7 @@ from daemon.voices.piper_files import (
     read_piper_config,
     voice_files,
 )
-from daemon.voices.vits_windows import StreamingGain, WindowedDecoder
+from daemon.voices.vits_windows import EXACT_CONTEXT_FRAMES, StreamingGain, WindowedDecoder
 
 
 class VitsVoice(Voice):
@@ -73,6 +75,11 @@ class VitsVoice(Voice):
         )
         self._check_espeak_voice()
         self._durations = _durations_output(self.encoder, self.decoder)
+        # The decoder windows' context: exact unless the quality gate let this box approximate.
+        self.context_frames = int(
+            backend.approximations(model).get("context_frames", EXACT_CONTEXT_FRAMES)
+        )
+        self._identity["context_frames"] = self.context_frames  # it shapes streamed audio
         language = raw.get("language", {}).get("code") or self.piper.espeak_voice
         self.info = VoiceInfo(
             name=name,
@@ -219,9 +226,15 @@ class VitsVoice(Voice):
         rate = self.piper.sample_rate
         said = self.phonemes(sentence)
         written = _written_groups(sentence, len(said))
-        for phonemes, words_written in zip(said, written, strict=True):
+        for number, (phonemes, words_written) in enumerate(zip(said, written, strict=True)):
             feeds = self._feeds(self.phoneme_ids(phonemes), options, speaker)
             words: tuple[WordTiming, ...] = ()
+            # Its place among overlapping requests: the frames still to make, estimated.
+            later = FRAMES_PER_CHARACTER * (
+                options.characters_after + sum(len(group) for group in said[number + 1 :])
+            )
+            opening = options.opening and number == 0
+            scheduling.before_run(later + FRAMES_PER_CHARACTER * len(phonemes), opening)
             if not self.streaming:
                 pieces = self._decode_whole(feeds)
             else:
@@ -229,7 +242,9 @@ class VitsVoice(Voice):
                 if self._durations is not None:
                     frames = latent.pop(self._durations)
                     words = self._time_words(words_written, phonemes, frames)
-                pieces = self._windows().decode(latent, stream_short=measured is not None)
+                pieces = self._windows().decode(
+                    latent, stream_short=measured is not None, later_frames=later, opening=opening
+                )
             if measured is not None:
                 limiter = LookaheadLimiter(rate, loudness.CEILING)
                 for audio, last in pieces:
@@ -269,9 +284,39 @@ class VitsVoice(Voice):
             return espeak.word_phonemes(self.piper.espeak_voice, word)
         return "".join(symbol for said in self._phonemize(word) for symbol in said)
 
+    def decoded_both_ways(
+        self,
+        sentence: str,
+        context_frames: int,
+        window_frames: int | None,
+        options: SpeechOptions,
+        whole: bool = True,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """`sentence` from one encoding, decoded whole (the exact audio; empty unless `whole`)
+        and in windows with `context_frames` of context (each `window_frames` long after the
+        first, or sized by speed as in service): what the quality gate compares."""
+        if self.encoder is None or self.decoder is None:
+            raise VoiceError(f"voice {self.name!r}: its graph is not split; nothing to window")
+        exact: list[np.ndarray] = []
+        windowed: list[np.ndarray] = []
+        windows = WindowedDecoder(
+            self.decoder, self.piper.sample_rate, self.name, context_frames, window_frames
+        )
+        for phonemes in self.phonemes(sentence):
+            feeds = self._feeds(self.phoneme_ids(phonemes), options, self.default_speaker)
+            latent = self._encode(feeds)
+            if self._durations is not None:
+                latent.pop(self._durations)
+            if whole:
+                exact.append(self.decoder.run(latent)[0].reshape(-1).astype(np.float32))
+            windowed += [audio for audio, _ in windows.decode(latent, stream_short=True)]
+        return np.concatenate([np.zeros(0, np.float32), *exact]), np.concatenate(windowed)
+
     def _windows(self) -> WindowedDecoder:
         assert self.decoder is not None
-        return WindowedDecoder(self.decoder, self.piper.sample_rate, self.name)
+        return WindowedDecoder(
+            self.decoder, self.piper.sample_rate, self.name, context_frames=self.context_frames
+        )
 
     def _encode(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         assert self.encoder is not None

@@ -12,6 +12,7 @@ from collections.abc import Iterator, Mapping
 import numpy as np
 
 from daemon.errors import GpuOutOfMemory
+from daemon.runtime import scheduling
 from daemon.runtime.base import Stage
 
 # Streaming decode (86 latent frames = 1 s of audio): a sentence is decoded as a small first
@@ -24,9 +25,10 @@ from daemon.runtime.base import Stage
 # three windows where two do, each with its context decoded twice).
 # Without a measured loudness gain a sentence of up to STREAM_MIN_FRAMES is decoded whole: Piper's
 # per-sentence peak normalisation needs its end before its start can play.
-# Each window has CONTEXT_FRAMES of context on both sides: the decoder's receptive field reaches
-# 12 frames (with 12 the joined windows equal one whole decode exactly; with 8 they differ by
-# 6e-4), and every context frame is decoded twice, so no more. MAX_WINDOW_FRAMES bounds the
+# Each window has context frames on both sides: the decoder's receptive field reaches 12 frames
+# (with 12 the joined windows equal one whole decode exactly; with 8 they differ by 6e-4, which
+# the quality gate may accept: `fastvoice build`, edge_build/window_gate.py), and every context
+# frame is decoded twice, so no more. MAX_WINDOW_FRAMES bounds the
 # decoder's activation memory: about 0.45 MB per frame on the CPU (ONNX Runtime's arena holds
 # it until the box is idle), 230 MB for 512 frames; a longer window saves only its context (under
 # 5 %).
@@ -34,7 +36,7 @@ log = logging.getLogger(__name__)
 STREAM_MIN_FRAMES = 256
 FIRST_WINDOW_FRAMES = 32
 MAX_WINDOW_FRAMES = 512
-CONTEXT_FRAMES = 12
+EXACT_CONTEXT_FRAMES = 12
 SMALLEST_WINDOW_FRAMES = 16  # out of GPU memory below this: the request fails
 BUDGET_SHARE = 0.75
 GAIN_RAMP_S = 0.005
@@ -43,17 +45,33 @@ GAIN_RAMP_S = 0.005
 class WindowedDecoder:
     """A voice's decoder stage, run over windows of a sentence's latent frames."""
 
-    def __init__(self, decoder: Stage, rate: int, name: str) -> None:
+    def __init__(
+        self,
+        decoder: Stage,
+        rate: int,
+        name: str,
+        context_frames: int = EXACT_CONTEXT_FRAMES,
+        window_frames: int | None = None,
+    ) -> None:
+        """`window_frames`: every window after the first this long, whatever the speed (the
+        quality gate compares decodes window by window at the same places)."""
         self.decoder = decoder
         self.rate = rate
         self.name = name
+        self.context = context_frames
+        self.window_frames = window_frames
 
     def decode(
-        self, latent: Mapping[str, np.ndarray], stream_short: bool
+        self,
+        latent: Mapping[str, np.ndarray],
+        stream_short: bool,
+        later_frames: int = 0,
+        opening: bool = False,
     ) -> Iterator[tuple[np.ndarray, bool]]:
         """The decoder over windows of the encoder's latent frames with context; a short
         sentence in one window unless `stream_short`. Yields audio and whether it ends the
-        sentence."""
+        sentence. `later_frames` (the request's after this sentence) and `opening` (a listener
+        waits for this sentence's first audio) place each window among overlapping requests'."""
         frames = max(value.shape[-1] for value in latent.values())
         rate = self.rate
         start, made_s, first_yield = 0, 0.0, 0.0
@@ -61,7 +79,7 @@ class WindowedDecoder:
         limit = self.decoder.limits.get("frames")
         largest = MAX_WINDOW_FRAMES
         if limit is not None:
-            largest = max(1, min(MAX_WINDOW_FRAMES, limit - 2 * CONTEXT_FRAMES))
+            largest = max(1, min(MAX_WINDOW_FRAMES, limit - 2 * self.context))
         short = frames <= STREAM_MIN_FRAMES and not stream_short
         whole = short and (limit is None or frames <= limit)
         size = frames if whole else min(FIRST_WINDOW_FRAMES, largest)
@@ -70,11 +88,12 @@ class WindowedDecoder:
             fits = frames - start <= largest  # the rest fits one window
             if frames - end < max(FIRST_WINDOW_FRAMES, size // 2) and fits:
                 end = frames  # no small last window: each costs its context twice
-            left, right = max(0, start - CONTEXT_FRAMES), min(frames, end + CONTEXT_FRAMES)
+            left, right = max(0, start - self.context), min(frames, end + self.context)
             window = {
                 name: value[..., left:right] if value.shape[-1] == frames else value
                 for name, value in latent.items()
             }
+            scheduling.before_run(frames - start + later_frames, opening and start == 0)
             began = time.perf_counter()
             try:
                 audio = self.decoder.run(window)[0].reshape(-1).astype(np.float32)
@@ -93,8 +112,10 @@ class WindowedDecoder:
             first_yield = first_yield or time.perf_counter()
             yield piece, end == frames
             ahead_s = made_s - (time.perf_counter() - first_yield)  # if playback began at once
-            budget = int(BUDGET_SHARE * ahead_s * frames_per_s) - 2 * CONTEXT_FRAMES
+            budget = int(BUDGET_SHARE * ahead_s * frames_per_s) - 2 * self.context
             start, size = end, min(max(budget, FIRST_WINDOW_FRAMES), largest)
+            if self.window_frames is not None:
+                size = self.window_frames
 
 
 class StreamingGain:
