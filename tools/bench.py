@@ -314,7 +314,7 @@ def wyoming_rows(table: Table, servers: Servers, runs: int) -> None:
         pids = [ours.pid, theirs.pid]
         for server in (ours, theirs):  # wyoming-piper loads its voice on the first request
             wyoming_requests(server.port, SHORT, 1)
-        for _ in range(runs):
+        for run in range(runs):
             for number, text in enumerate(ANNOUNCEMENTS):
                 kind = "short" if number < SHORT_ANNOUNCEMENTS else "medium"
                 for system, server in (("fastvoice", ours), ("peer", theirs)):
@@ -335,7 +335,7 @@ def wyoming_rows(table: Table, servers: Servers, runs: int) -> None:
                         )
                         goal = "<= 0.85x"
                         table.add(row.format("whole request"), system, whole, WYOMING_PIPER, goal)
-            mixed_rows(table, ours, theirs, pids)
+            mixed_rows(table, ours, theirs, pids, rotation=run)
         for system, server in (("fastvoice", ours), ("peer", theirs)):
             row = "service RSS after mixed requests (MB)"
             table.add(row, system, server.rss_mb(), WYOMING_PIPER, "<= 1.0x")
@@ -351,13 +351,17 @@ def wyoming_rows(table: Table, servers: Servers, runs: int) -> None:
             table.add(row, "fastvoice", first, "-", "<= 0.060 s")
 
 
-def mixed_rows(table: Table, ours, theirs, pids: list[int]) -> None:
-    """The announcements of mixed lengths (two short, two and one long sentence) sent at once:
-    the first audio of each, and per run the median and the latest request's end."""
+def mixed_rows(table: Table, ours, theirs, pids: list[int], rotation: int) -> None:
+    """The announcements of mixed lengths (two short, two and one long sentence) sent at once,
+    in an arrival order that turns with each run (a server that serves in arrival order is
+    neither favoured nor hurt by one order): the first audio of each, and per run the median
+    and the latest request's end."""
     row = f"Wyoming, {len(ANNOUNCEMENTS)} of mixed lengths at once: {{}} (s)"
+    turn = rotation % len(ANNOUNCEMENTS)
+    texts = ANNOUNCEMENTS[turn:] + ANNOUNCEMENTS[:turn]
     for system, server in (("fastvoice", ours), ("peer", theirs)):
         settle(pids)
-        results = wyoming_mixed(server.port, ANNOUNCEMENTS)
+        results = wyoming_mixed(server.port, texts)
         for first, _ in results:
             table.add(row.format("first audio"), system, first, WYOMING_PIPER, "<= 0.6x")
         wholes = sorted(whole for _, whole in results)

@@ -166,7 +166,7 @@ def _voices(config: Config) -> list[Finding]:
     for name in usable:
         info = registry.get(name).info
         stage = info.stages[0]
-        why = [n for n in stage.notes if n.startswith(("auto:", f"{stage.precision}:"))]
+        why = [n for n in stage.notes if n.startswith(("auto:", "exact:", f"{stage.precision}:"))]
         precision = f"; precision {why[0] if why else stage.precision}"
         findings.append(
             Finding(f"voice {name}", OK, f"{info.family}, {info.language}, loads{precision}")
