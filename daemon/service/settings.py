@@ -60,6 +60,7 @@ RELOADABLE = frozenset(
         "mqtt.publish_format",
         "mqtt.publish_sample_rate",
         "wyoming.stream_idle_s",
+        "http.stream_idle_s",
         "hermes.site_id",
         "hermes.any_site",
         "hermes.remote_playback",
