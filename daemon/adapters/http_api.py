@@ -22,7 +22,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from daemon.adapters import http_audio, http_streamed_say, openai_speech
-from daemon.adapters.http_common import HttpError, HttpPorts, read_body
+from daemon.adapters.http_common import WAIT_LIMIT_S, HttpError, HttpPorts, read_body
 from daemon.audio.encoding import MEDIA_TYPES
 from daemon.audio.sounds import NO_SOUND
 from daemon.service.commands import (
@@ -34,7 +34,6 @@ from daemon.service.commands import (
     parse_volume,
 )
 
-WAIT_LIMIT_S = 600.0
 READ_METHODS = ("GET", "HEAD", "OPTIONS")
 
 

@@ -15,6 +15,7 @@ from daemon.service.front_door import FrontDoor
 from daemon.service.metrics import Metrics
 
 BODY_TIMEOUT_S = 10.0  # a body that trickles in slower than this is cut off
+WAIT_LIMIT_S = 600.0  # `?wait=true`: the longest a request waits for its job's end
 
 
 class HttpError(Exception):

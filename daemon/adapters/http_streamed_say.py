@@ -18,13 +18,12 @@ from starlette.datastructures import QueryParams
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from daemon.adapters.http_common import HttpError, HttpPorts
+from daemon.adapters.http_common import WAIT_LIMIT_S, HttpError, HttpPorts
 from daemon.errors import FastvoiceError
 from daemon.service.commands import CommandError, SayCommand, check_reply_topic, parse_say
 from daemon.service.text_feed import TextFeed
 from daemon.text.trickle import TextTrickle
 
-WAIT_LIMIT_S = 600.0
 STRING_FIELDS = {"id", "voice", "chime", "reply_topic"}
 
 

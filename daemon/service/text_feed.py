@@ -37,10 +37,6 @@ class TextFeed:
             self._pieces.clear()
             self._cond.notify_all()
 
-    @property
-    def abandoned(self) -> bool:
-        return self._abandoned
-
     def take(self, wait_s: float) -> str | None:
         """The next piece; "" when none came within `wait_s`; None once the text has ended."""
         with self._cond:
