@@ -20,7 +20,7 @@ from daemon.audio.encoding import encoded
 from daemon.audio.pcm_stream import encode_chunk
 from daemon.audio.piece import AudioPiece
 from daemon.audio.player import Player
-from daemon.errors import FastvoiceError, reason_code
+from daemon.errors import FastvoiceError, TextError, reason_code
 from daemon.service.commands import SayCommand
 from daemon.service.jobs import Job, JobQueue
 from daemon.service.quiet_hours import quiet_for
@@ -149,13 +149,21 @@ class Lane(threading.Thread):
         if cap is not None and self.player.volume > 0:  # the box volume times this: at most cap
             volume = min(volume, cap / self.player.volume)
         options = SpeechOptions(speaker=command.speaker, volume=volume, rate=command.rate)
-        for text, script, chime in self._texts(job):
+        for text, script, chime, arrived in self._texts(job):
             chunks = self.synthesizer.synthesize(
                 text, command.voice, options, chime=chime, script=script
             )
             while True:
                 started = time.monotonic()
-                chunk = next(chunks, None)
+                try:
+                    chunk = next(chunks, None)
+                except TextError as error:
+                    if not arrived:
+                        raise
+                    # A piece of an answer still arriving ("...", a markdown rule): the rest
+                    # of the answer is still spoken.
+                    log.warning("job %s: a piece of its text was skipped: %s", job.id, error)
+                    chunk = None
                 job.synthesis_s += time.monotonic() - started
                 self.heartbeat = time.monotonic()
                 if self._interrupt is not None:
@@ -167,10 +175,11 @@ class Lane(threading.Thread):
                 job.audio_s += len(chunk.samples) / rate
                 yield chunk
 
-    def _texts(self, job: Job) -> Iterator[tuple[str, Script | None, str | None]]:
+    def _texts(self, job: Job) -> Iterator[tuple[str, Script | None, str | None, bool]]:
         """The job's text (prepared at intake) and its chime, then the text still arriving,
-        piece by piece, until its sender ends it (meanwhile the player plays silence)."""
-        yield job.command.text, job.script, job.command.chime
+        piece by piece, until its sender ends it (meanwhile the player plays silence); each
+        with whether it arrived after the job was accepted."""
+        yield job.command.text, job.script, job.command.chime, False
         feed = job.more_text
         while feed is not None:
             text = feed.take(wait_s=0.5)
@@ -180,7 +189,7 @@ class Lane(threading.Thread):
             if text is None:
                 return
             if text.strip():
-                yield text, None, None
+                yield text, None, None, True
 
     def _speak(self, job: Job) -> None:
         command = job.command
