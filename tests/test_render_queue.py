@@ -114,8 +114,8 @@ def test_a_box_that_restarts_queues_again_what_it_held(broker, alsa, tmp_path):
         box.recorder.close()  # the box that comes back has a recorder of the same name
         watcher.wait_for(lambda t, p: t == f"{topic}/render/workers/r" and p == b"")
         again = start_boxes(broker, alsa, tmp_path / "again", topic, ("r",))["r"]
-        for job in jobs:
-            again.recorder.event(job["id"], "finished")
+        for job in jobs:  # the box builds its voices before it serves: up to two minutes
+            again.recorder.event(job["id"], "finished", timeout=120)
         replies = {job["reply_topic"] for job in jobs}
         # The audio reaches the watcher on its own connection: it may come after `finished`.
         seen: set[str] = set()
