@@ -357,15 +357,19 @@ class Player:
             held, self._held = self._held, None
         if held is None:
             return None
-        if held.asked == (self.device, self.output_rate or sample_rate) and not held.feed.dead:
+        if held.asked == self._asked(sample_rate) and not held.feed.dead:
             return held
         held.close()
         return None
 
+    def _asked(self, sample_rate: int) -> tuple[str | int | None, int]:
+        """The device and rate the settings ask for a voice of `sample_rate`."""
+        return self.device, self.output_rate or sample_rate
+
     def _open_output(self, sd, target: OutputTarget, sample_rate: int) -> _OpenOutput:
         feed = _DeviceFeed(self, target.sample_rate, sd.CallbackStop)
-        asked = (self.device, self.output_rate or sample_rate)
-        output = _OpenOutput(self._open_stream(sd, target, feed), feed, target, asked)
+        stream = self._open_stream(sd, target, feed)
+        output = _OpenOutput(stream, feed, target, self._asked(sample_rate))
         output.stream.start()
         return output
 
