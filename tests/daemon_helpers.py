@@ -63,7 +63,7 @@ class Daemon:
             self.stop()  # no service left running after a test that could not start it
             raise
 
-    def log_says(self, text: str, timeout: float = 30) -> bool:
+    def log_says(self, text: str, timeout: float = 60) -> bool:
         """Whether the service's stderr log shows `text` within `timeout` seconds."""
         log = self.config_path.parent / "serve.log"
         deadline = time.monotonic() + timeout
