@@ -6,7 +6,9 @@ Its config is found through XDG_CONFIG_HOME, which must be set before PortAudio 
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -40,9 +42,19 @@ def _embedded_rate() -> int:
 
 EMBEDDED_RATE = _embedded_rate()
 DEVICES = ("default", "speaker_a")
+
+
+def _session_directory(prefix: str) -> str:
+    """A temporary directory removed when the test run ends: a run's artifacts (Kokoro's
+    among them) are gigabytes that would otherwise fill /tmp run after run."""
+    path = tempfile.mkdtemp(prefix=prefix)
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path
+
+
 # Artifacts and job journals of tests (and of the CLI they run) stay out of the user's home.
-os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="fastvoice-test-cache-")
-os.environ["XDG_STATE_HOME"] = tempfile.mkdtemp(prefix="fastvoice-test-state-")
+os.environ["XDG_CACHE_HOME"] = _session_directory("fastvoice-test-cache-")
+os.environ["XDG_STATE_HOME"] = _session_directory("fastvoice-test-state-")
 
 
 @dataclass
