@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -204,3 +205,33 @@ def test_the_window_gate_passes_eight_context_frames_and_refuses_none(auto_store
     none = judge_context(voice, 0)
     assert not none.passed and "PESQ below" in none.reason
     assert none.pesq_worst is not None and none.pesq_worst < eight.pesq_worst
+
+
+def test_audio_wanted_whole_is_decoded_in_as_few_windows_as_allowed(auto_store, monkeypatch):
+    """A listener waiting gets a small first window; a file written whole gets one window for
+    a sentence that fits one (no context decoded twice), and the same audio (its loudness
+    measured at the build: without it a sentence in pieces is normalised by its first)."""
+    store, _ = auto_store
+    backend = OrtCpuBackend(artifact_store=store, precision="exact")
+    voice = VitsVoice("v", VOICE, backend, loudness_store=store)
+    assert voice.loudness is not None
+    windows: list[int] = []
+    run = voice.decoder.run
+
+    def counted(feeds):
+        windows.append(max(value.shape[-1] for value in feeds.values()))
+        return run(feeds)
+
+    monkeypatch.setattr(voice.decoder, "run", counted)
+    text = "The train now arriving at platform four is the delayed service to the airport."
+    audio = {}
+    for streamed in (True, False):
+        windows.clear()
+        options = replace(SILENT_NOISE, opening=streamed, streamed=streamed)
+        pieces = list(voice.synthesize_sentence(text, options))
+        audio[streamed] = np.concatenate([piece.samples for piece in pieces])
+        if streamed:
+            assert len(windows) >= 2 and windows[0] <= 32 + EXACT_CONTEXT_FRAMES
+        else:
+            assert len(windows) == 1 and len(pieces) == 1
+    np.testing.assert_allclose(audio[False], audio[True], atol=1e-4)

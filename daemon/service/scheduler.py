@@ -133,7 +133,8 @@ class Scheduler(threading.Thread):
         if self.synthesizer.cache is None:
             return
         chime = self.settings.config.sounds.chime_for(entry.chime, entry.priority)
-        for _ in self.synthesizer.synthesize(entry.text, entry.voice, chime=chime):
+        made = self.synthesizer.synthesize(entry.text, entry.voice, chime=chime, streamed=False)
+        for _ in made:
             pass
 
     def _take(self, runs: list[Run], now: datetime) -> None:

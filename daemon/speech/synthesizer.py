@@ -113,7 +113,7 @@ class Synthesizer:
         speaker, a stream), so the opening sentence may start with a short phrase; a file
         written whole waits only for the whole. `script`: `text` already prepared (a queued
         job's, prepared when it was accepted)."""
-        options = replace(options or SpeechOptions(), opening=streamed)
+        options = replace(options or SpeechOptions(), opening=streamed, streamed=streamed)
         with self.voices.backend.request():
             yield from self._synthesize(text, voice, options, ssml, chime, script)
 

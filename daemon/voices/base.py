@@ -26,6 +26,9 @@ class SpeechOptions:
     # Nothing of a streamed request has been made yet: a listener waits for this sentence's
     # first audio (a voice may then cut its first phrase short, at some cost to the whole).
     opening: bool = False
+    # Someone hears the audio as it is made (a speaker, a stream): a voice decodes in small
+    # windows, the first soonest. A file written whole waits only for the whole: few, large ones.
+    streamed: bool = True
     # The request's text after this sentence, in characters: with requests overlapping, the
     # runs of the one with the least left go first (daemon.runtime.scheduling).
     characters_after: int = 0

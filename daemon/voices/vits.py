@@ -243,7 +243,11 @@ class VitsVoice(Voice):
                     frames = latent.pop(self._durations)
                     words = self._time_words(words_written, phonemes, frames)
                 pieces = self._windows().decode(
-                    latent, stream_short=measured is not None, later_frames=later, opening=opening
+                    latent,
+                    stream_short=measured is not None,
+                    later_frames=later,
+                    opening=opening,
+                    streamed=options.streamed,
                 )
             if measured is not None:
                 limiter = LookaheadLimiter(rate, loudness.CEILING)

@@ -67,32 +67,28 @@ class WindowedDecoder:
         stream_short: bool,
         later_frames: int = 0,
         opening: bool = False,
+        streamed: bool = True,
     ) -> Iterator[tuple[np.ndarray, bool]]:
         """The decoder over windows of the encoder's latent frames with context; a short
         sentence in one window unless `stream_short`. Yields audio and whether it ends the
         sentence. `later_frames` (the request's after this sentence) and `opening` (a listener
-        waits for this sentence's first audio) place each window among overlapping requests'."""
+        waits for this sentence's first audio) place each window among overlapping requests'.
+        Not `streamed` (audio wanted whole): windows as large as allowed, the first too."""
         frames = max(value.shape[-1] for value in latent.values())
-        rate = self.rate
         start, made_s, first_yield = 0, 0.0, 0.0
-        # An engine built for at most `limit` frames takes windows of that much, context included.
-        limit = self.decoder.limits.get("frames")
-        largest = MAX_WINDOW_FRAMES
-        if limit is not None:
-            largest = max(1, min(MAX_WINDOW_FRAMES, limit - 2 * self.context))
+        largest, limit = self._largest()
         short = frames <= STREAM_MIN_FRAMES and not stream_short
-        whole = short and (limit is None or frames <= limit)
-        size = frames if whole else min(FIRST_WINDOW_FRAMES, largest)
+        if short and (limit is None or frames <= limit):
+            size = frames
+        else:
+            size = largest if not streamed else min(FIRST_WINDOW_FRAMES, largest)
         while start < frames:
             end = min(frames, start + size)
             fits = frames - start <= largest  # the rest fits one window
             if frames - end < max(FIRST_WINDOW_FRAMES, size // 2) and fits:
                 end = frames  # no small last window: each costs its context twice
             left, right = max(0, start - self.context), min(frames, end + self.context)
-            window = {
-                name: value[..., left:right] if value.shape[-1] == frames else value
-                for name, value in latent.items()
-            }
+            window = _frames(latent, frames, left, right)
             scheduling.before_run(frames - start + later_frames, opening and start == 0)
             began = time.perf_counter()
             try:
@@ -108,14 +104,36 @@ class WindowedDecoder:
             frames_per_s = (right - left) / max(time.perf_counter() - began, 1e-6)
             hop = len(audio) // (right - left)
             piece = audio[(start - left) * hop : (end - left) * hop]
-            made_s += len(piece) / rate
+            made_s += len(piece) / self.rate
             first_yield = first_yield or time.perf_counter()
             yield piece, end == frames
-            ahead_s = made_s - (time.perf_counter() - first_yield)  # if playback began at once
-            budget = int(BUDGET_SHARE * ahead_s * frames_per_s) - 2 * self.context
-            start, size = end, min(max(budget, FIRST_WINDOW_FRAMES), largest)
+            start = end
             if self.window_frames is not None:
                 size = self.window_frames
+            elif not streamed:
+                size = largest
+            else:
+                ahead_s = made_s - (time.perf_counter() - first_yield)  # had playback begun
+                budget = int(BUDGET_SHARE * ahead_s * frames_per_s) - 2 * self.context
+                size = min(max(budget, FIRST_WINDOW_FRAMES), largest)
+
+    def _largest(self) -> tuple[int, int | None]:
+        """The largest window (its context aside) and the engine's frame limit, if any: an
+        engine built for at most `limit` frames takes windows of that much, context included."""
+        limit = self.decoder.limits.get("frames")
+        if limit is None:
+            return MAX_WINDOW_FRAMES, None
+        return max(1, min(MAX_WINDOW_FRAMES, limit - 2 * self.context)), limit
+
+
+def _frames(
+    latent: Mapping[str, np.ndarray], frames: int, left: int, right: int
+) -> dict[str, np.ndarray]:
+    """Frames left to right of each latent input that has frames (the rest whole)."""
+    return {
+        name: value[..., left:right] if value.shape[-1] == frames else value
+        for name, value in latent.items()
+    }
 
 
 class StreamingGain:
