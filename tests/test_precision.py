@@ -207,10 +207,10 @@ def test_the_window_gate_passes_eight_context_frames_and_refuses_none(auto_store
     assert none.pesq_worst is not None and none.pesq_worst < eight.pesq_worst
 
 
-def test_audio_wanted_whole_is_decoded_in_as_few_windows_as_allowed(auto_store, monkeypatch):
-    """A listener waiting gets a small first window; a file written whole gets one window for
-    a sentence that fits one (no context decoded twice), and the same audio (its loudness
-    measured at the build: without it a sentence in pieces is normalised by its first)."""
+@pytest.fixture
+def counted_windows(auto_store, monkeypatch) -> tuple[VitsVoice, list[int]]:
+    """The exact voice, its loudness measured at the build (without it a sentence in pieces is
+    normalised by its first), and the frames of each decoder run."""
     store, _ = auto_store
     backend = OrtCpuBackend(artifact_store=store, precision="exact")
     voice = VitsVoice("v", VOICE, backend, loudness_store=store)
@@ -223,15 +223,67 @@ def test_audio_wanted_whole_is_decoded_in_as_few_windows_as_allowed(auto_store, 
         return run(feeds)
 
     monkeypatch.setattr(voice.decoder, "run", counted)
-    text = "The train now arriving at platform four is the delayed service to the airport."
-    audio = {}
-    for streamed in (True, False):
-        windows.clear()
-        options = replace(SILENT_NOISE, opening=streamed, streamed=streamed)
-        pieces = list(voice.synthesize_sentence(text, options))
-        audio[streamed] = np.concatenate([piece.samples for piece in pieces])
-        if streamed:
-            assert len(windows) >= 2 and windows[0] <= 32 + EXACT_CONTEXT_FRAMES
-        else:
-            assert len(windows) == 1 and len(pieces) == 1
-    np.testing.assert_allclose(audio[False], audio[True], atol=1e-4)
+    return voice, windows
+
+
+WINDOWED_TEXT = "The train now arriving at platform four is the delayed service to the airport."
+
+
+def said(voice: VitsVoice, **options) -> tuple[np.ndarray, int]:
+    pieces = list(voice.synthesize_sentence(WINDOWED_TEXT, replace(SILENT_NOISE, **options)))
+    return np.concatenate([piece.samples for piece in pieces]), len(pieces)
+
+
+def test_audio_wanted_whole_is_decoded_in_as_few_windows_as_allowed(counted_windows):
+    """A listener waiting gets a small first window; a file written whole gets one window for
+    a sentence that fits one (no context decoded twice), and the same audio."""
+    voice, windows = counted_windows
+    streamed, _ = said(voice, opening=True)
+    assert len(windows) >= 2 and windows[0] <= 32 + EXACT_CONTEXT_FRAMES
+    windows.clear()
+    whole, pieces = said(voice, streamed=False)
+    assert windows == [windows[0]] and pieces == 1
+    np.testing.assert_allclose(whole, streamed, atol=1e-4)
+
+
+def test_a_sentence_with_audio_ahead_of_playback_starts_with_a_larger_window(counted_windows):
+    """The request's earlier sentences still playing: this one's first window need only end
+    before they do (sized by the speed measured before), not come at once."""
+    voice, windows = counted_windows
+    opening, _ = said(voice, opening=True)
+    first_windows = list(windows)
+    windows.clear()
+    later, _ = said(voice, ahead_s=3.0)
+    assert windows[0] > first_windows[0] and len(windows) < len(first_windows)
+    windows.clear()
+    said(voice, ahead_s=0.0)  # nothing ahead: as small as a first one
+    assert windows[0] == first_windows[0]
+    np.testing.assert_allclose(later, opening, atol=1e-4)
+
+
+def test_a_streamed_request_sizes_its_later_sentences_by_the_audio_ahead(auto_store, monkeypatch):
+    """Through the synthesizer: the first sentence opens with a small window, the second (the
+    first still ahead of playback) with a larger one; a file written whole, one per sentence."""
+    from daemon.service.settings import Settings
+    from daemon.speech.synthesizer import Synthesizer
+    from daemon.voices.registry import VoiceRegistry
+
+    store, _ = auto_store
+    config = parse_config({"runtime": {"artifact_dir": str(store), "precision": "exact"}})
+    registry = VoiceRegistry(config, OrtCpuBackend(artifact_store=store, precision="exact"))
+    synthesizer = Synthesizer(registry, Settings(config))
+    decoder = registry.get().decoder
+    runs: list[int] = []
+    run = decoder.run
+
+    def counted(feeds):
+        runs.append(max(value.shape[-1] for value in feeds.values()))
+        return run(feeds)
+
+    monkeypatch.setattr(decoder, "run", counted)
+    list(synthesizer.synthesize(f"{WINDOWED_TEXT} {WINDOWED_TEXT}"))
+    small = 32 + EXACT_CONTEXT_FRAMES
+    assert runs[0] == small and runs.count(small) == 1, runs
+    runs.clear()
+    list(synthesizer.synthesize(f"{WINDOWED_TEXT} {WINDOWED_TEXT}", streamed=False))
+    assert len(runs) == 2 and small not in runs

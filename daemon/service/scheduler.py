@@ -133,8 +133,7 @@ class Scheduler(threading.Thread):
         if self.synthesizer.cache is None:
             return
         chime = self.settings.config.sounds.chime_for(entry.chime, entry.priority)
-        made = self.synthesizer.synthesize(entry.text, entry.voice, chime=chime, streamed=False)
-        for _ in made:
+        for _ in self.synthesizer.synthesize(entry.text, entry.voice, chime=chime):
             pass
 
     def _take(self, runs: list[Run], now: datetime) -> None:

@@ -103,9 +103,7 @@ class VoiceLoading:
             sdnotify.notify(f"STATUS=pregenerating phrase {number}/{len(items)}")
             options = SpeechOptions(speaker=item.speaker)
             try:
-                for _ in self.synthesizer.synthesize(
-                    item.text, item.voice, options, streamed=False
-                ):
+                for _ in self.synthesizer.synthesize(item.text, item.voice, options):
                     pass
             except FastvoiceError as error:
                 log.error("cache.pregenerate.%d: %s", number - 1, error)

@@ -7,6 +7,7 @@ workers, whichever interface they come from."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, replace
 
@@ -132,9 +133,7 @@ class Synthesizer:
         rate = chosen.info.sample_rate
         gain = np.float32(options.volume)
         chime = None if chime == NO_SOUND else chime
-        sound = None if chime is None else self.sounds.render(chime, rate)
-        # Every sound rendered before any audio: an unknown one fails the job before it plays.
-        inline = {i.name: self.sounds.render(i.name, rate) for i in script if isinstance(i, Sound)}
+        sound, inline = self._render_sounds(script, chime, rate)
 
         def scaled(samples: np.ndarray) -> np.ndarray:
             return samples * gain if gain != 1 else samples
@@ -148,8 +147,10 @@ class Synthesizer:
                     yield replace(piece, samples=scaled(piece.samples), from_cache=True)
                 return
         rendered: list[AudioPiece] = []
+        timeline = _Timeline(rate)
         if sound is not None:
             rendered.append(AudioPiece(sound))
+            timeline.made(rendered[-1])
             yield replace(rendered[-1], samples=scaled(sound))
         spoken = [len(item.words()) if isinstance(item, Utterance) else 0 for item in script]
         for number, item in enumerate(script):
@@ -161,18 +162,30 @@ class Synthesizer:
             else:
                 heard = any(not piece.silence for piece in rendered)
                 after = sum(spoken[number + 1 :])
-                pieces = self._utterance(
-                    item,
-                    replace(options, opening=options.opening and not heard, characters_after=after),
-                    rate,
+                placed = replace(
+                    options,
+                    opening=options.opening and not heard,
+                    characters_after=after,
+                    ahead_s=timeline.ahead_s() if options.streamed else None,
                 )
+                pieces = self._utterance(item, placed, rate)
             for piece in pieces:
                 rendered.append(piece)
+                timeline.made(piece)
                 yield replace(piece, samples=scaled(piece.samples))
         if not any(not piece.silence for piece in rendered[sound is not None :]):
             raise TextError("the text holds nothing speakable")
         if self.cache is not None and key is not None:
             self.cache.put(key, rate, rendered)
+
+    def _render_sounds(
+        self, script: Script, chime: str | None, rate: int
+    ) -> tuple[np.ndarray | None, dict[str, np.ndarray]]:
+        """The chime and the script's sounds, every one rendered before any audio: an unknown
+        one fails the job before it plays."""
+        sound = None if chime is None else self.sounds.render(chime, rate)
+        inline = {i.name: self.sounds.render(i.name, rate) for i in script if isinstance(i, Sound)}
+        return sound, inline
 
     def _cache_key(
         self,
@@ -189,7 +202,14 @@ class Synthesizer:
             "voice": self.voices.get(voice).cache_identity(),
             "voices": [self.voices.get(name).cache_identity() for name in sorted(used)],
             "script": cache_form(script),
-            "options": {**asdict(options), "volume": None, "characters_after": None},
+            # Not the volume (applied to hits), nor what only places or sizes the work.
+            "options": {
+                **asdict(options),
+                "volume": None,
+                "characters_after": None,
+                "streamed": None,
+                "ahead_s": None,
+            },
         }
         if chime is not None:
             identity["chime"] = self.sounds.identity(chime)
@@ -217,3 +237,23 @@ class Synthesizer:
             if utterance.volume != 1.0:
                 samples = np.clip(samples * np.float32(utterance.volume), -1.0, 1.0)
             yield replace(piece, samples=samples)
+
+
+class _Timeline:
+    """A streamed request's audio against the clock: how much of what was made would still be
+    ahead of playback had it started with the first piece."""
+
+    def __init__(self, rate: int) -> None:
+        self.rate = rate
+        self.made_s = 0.0
+        self.first_at: float | None = None
+
+    def made(self, piece: AudioPiece) -> None:
+        if self.first_at is None:
+            self.first_at = time.perf_counter()
+        self.made_s += len(piece.samples) / self.rate
+
+    def ahead_s(self) -> float | None:
+        if self.first_at is None:
+            return None
+        return max(0.0, self.made_s - (time.perf_counter() - self.first_at))

@@ -29,6 +29,9 @@ class SpeechOptions:
     # Someone hears the audio as it is made (a speaker, a stream): a voice decodes in small
     # windows, the first soonest. A file written whole waits only for the whole: few, large ones.
     streamed: bool = True
+    # Audio of this request already made and not yet heard, had it played from its first piece
+    # on (None before any): a voice may make this sentence's first audio in a larger piece.
+    ahead_s: float | None = None
     # The request's text after this sentence, in characters: with requests overlapping, the
     # runs of the one with the least left go first (daemon.runtime.scheduling).
     characters_after: int = 0

@@ -80,6 +80,7 @@ class VitsVoice(Voice):
             backend.approximations(model).get("context_frames", EXACT_CONTEXT_FRAMES)
         )
         self._identity["context_frames"] = self.context_frames  # it shapes streamed audio
+        self._windowed = self._window_decoder()
         language = raw.get("language", {}).get("code") or self.piper.espeak_voice
         self.info = VoiceInfo(
             name=name,
@@ -238,16 +239,18 @@ class VitsVoice(Voice):
             if not self.streaming:
                 pieces = self._decode_whole(feeds)
             else:
+                assert self._windowed is not None  # streaming: the graph is split
                 latent = self._encode(feeds)
                 if self._durations is not None:
                     frames = latent.pop(self._durations)
                     words = self._time_words(words_written, phonemes, frames)
-                pieces = self._windows().decode(
+                pieces = self._windowed.decode(
                     latent,
                     stream_short=measured is not None,
                     later_frames=later,
                     opening=opening,
                     streamed=options.streamed,
+                    ahead_s=options.ahead_s if number == 0 else None,
                 )
             if measured is not None:
                 limiter = LookaheadLimiter(rate, loudness.CEILING)
@@ -316,11 +319,12 @@ class VitsVoice(Voice):
             windowed += [audio for audio, _ in windows.decode(latent, stream_short=True)]
         return np.concatenate([np.zeros(0, np.float32), *exact]), np.concatenate(windowed)
 
-    def _windows(self) -> WindowedDecoder:
-        assert self.decoder is not None
-        return WindowedDecoder(
-            self.decoder, self.piper.sample_rate, self.name, context_frames=self.context_frames
-        )
+    def _window_decoder(self) -> WindowedDecoder | None:
+        """One for the voice's life: it keeps the decode speed from sentence to sentence."""
+        if self.decoder is None:
+            return None
+        rate, context = self.piper.sample_rate, self.context_frames
+        return WindowedDecoder(self.decoder, rate, self.name, context_frames=context)
 
     def _encode(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         assert self.encoder is not None

@@ -60,6 +60,9 @@ class WindowedDecoder:
         self.name = name
         self.context = context_frames
         self.window_frames = window_frames
+        # The decode speed last measured (frames a second, context included), kept from one
+        # sentence to the next: a later sentence's first window is sized by it.
+        self.frames_per_s: float | None = None
 
     def decode(
         self,
@@ -68,12 +71,15 @@ class WindowedDecoder:
         later_frames: int = 0,
         opening: bool = False,
         streamed: bool = True,
+        ahead_s: float | None = None,
     ) -> Iterator[tuple[np.ndarray, bool]]:
         """The decoder over windows of the encoder's latent frames with context; a short
         sentence in one window unless `stream_short`. Yields audio and whether it ends the
         sentence. `later_frames` (the request's after this sentence) and `opening` (a listener
         waits for this sentence's first audio) place each window among overlapping requests'.
-        Not `streamed` (audio wanted whole): windows as large as allowed, the first too."""
+        Not `streamed` (audio wanted whole): windows as large as allowed, the first too.
+        `ahead_s`: the request's audio already made and not yet heard; the first window then
+        need only end before it does."""
         frames = max(value.shape[-1] for value in latent.values())
         start, made_s, first_yield = 0, 0.0, 0.0
         largest, limit = self._largest()
@@ -81,7 +87,7 @@ class WindowedDecoder:
         if short and (limit is None or frames <= limit):
             size = frames
         else:
-            size = largest if not streamed else min(FIRST_WINDOW_FRAMES, largest)
+            size = self._first_size(streamed, ahead_s, largest)
         while start < frames:
             end = min(frames, start + size)
             fits = frames - start <= largest  # the rest fits one window
@@ -101,7 +107,7 @@ class WindowedDecoder:
                 size = largest = max(SMALLEST_WINDOW_FRAMES, (end - start) // 2)
                 log.warning("%s: %s; decoding windows of %d frames", self.name, error, size)
                 continue
-            frames_per_s = (right - left) / max(time.perf_counter() - began, 1e-6)
+            self.frames_per_s = (right - left) / max(time.perf_counter() - began, 1e-6)
             hop = len(audio) // (right - left)
             piece = audio[(start - left) * hop : (end - left) * hop]
             made_s += len(piece) / self.rate
@@ -113,9 +119,25 @@ class WindowedDecoder:
             elif not streamed:
                 size = largest
             else:
-                ahead_s = made_s - (time.perf_counter() - first_yield)  # had playback begun
-                budget = int(BUDGET_SHARE * ahead_s * frames_per_s) - 2 * self.context
-                size = min(max(budget, FIRST_WINDOW_FRAMES), largest)
+                made_ahead = made_s - (time.perf_counter() - first_yield)  # had playback begun
+                size = self._budget(made_ahead + (ahead_s or 0.0), largest)
+
+    def _first_size(self, streamed: bool, ahead_s: float | None, largest: int) -> int:
+        """Audio wanted whole: the largest window. A listener waiting for it (nothing of the
+        request ahead of playback, or no speed measured yet): the small first window. Else as
+        large as ends before the audio ahead does."""
+        if not streamed:
+            return largest
+        if ahead_s is None or self.frames_per_s is None:
+            return min(FIRST_WINDOW_FRAMES, largest)
+        return self._budget(ahead_s, largest)
+
+    def _budget(self, ahead_s: float, largest: int) -> int:
+        """The window that ends, at the speed last measured, within BUDGET_SHARE of the audio
+        ahead of playback."""
+        assert self.frames_per_s is not None
+        budget = int(BUDGET_SHARE * ahead_s * self.frames_per_s) - 2 * self.context
+        return min(max(budget, FIRST_WINDOW_FRAMES), largest)
 
     def _largest(self) -> tuple[int, int | None]:
         """The largest window (its context aside) and the engine's frame limit, if any: an
