@@ -81,7 +81,7 @@ class WindowedDecoder:
         `ahead_s`: the request's audio already made and not yet heard; the first window then
         need only end before it does."""
         frames = max(value.shape[-1] for value in latent.values())
-        start, made_s, first_yield = 0, 0.0, 0.0
+        start, made_s, first_yield, opened = 0, 0.0, 0.0, time.perf_counter()
         largest, limit = self._largest()
         short = frames <= STREAM_MIN_FRAMES and not stream_short
         if short and (limit is None or frames <= limit):
@@ -118,9 +118,10 @@ class WindowedDecoder:
                 size = self.window_frames
             elif not streamed:
                 size = largest
-            else:
-                made_ahead = made_s - (time.perf_counter() - first_yield)  # had playback begun
-                size = self._budget(made_ahead + (ahead_s or 0.0), largest)
+            else:  # what is ahead of playback, had it begun with the request's first piece
+                since = first_yield if ahead_s is None else opened
+                ahead = (ahead_s or 0.0) + made_s - (time.perf_counter() - since)
+                size = self._budget(ahead, largest)
 
     def _first_size(self, streamed: bool, ahead_s: float | None, largest: int) -> int:
         """Audio wanted whole: the largest window. A listener waiting for it (nothing of the
