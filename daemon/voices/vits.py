@@ -29,7 +29,12 @@ from daemon.voices.piper_files import (
     read_piper_config,
     voice_files,
 )
-from daemon.voices.vits_windows import EXACT_CONTEXT_FRAMES, StreamingGain, WindowedDecoder
+from daemon.voices.vits_windows import (
+    EXACT_CONTEXT_FRAMES,
+    DecodeSpeed,
+    StreamingGain,
+    WindowedDecoder,
+)
 
 
 class VitsVoice(Voice):
@@ -80,7 +85,7 @@ class VitsVoice(Voice):
             backend.approximations(model).get("context_frames", EXACT_CONTEXT_FRAMES)
         )
         self._identity["context_frames"] = self.context_frames  # it shapes streamed audio
-        self._windowed = self._window_decoder()
+        self._decode_speed = DecodeSpeed()
         language = raw.get("language", {}).get("code") or self.piper.espeak_voice
         self.info = VoiceInfo(
             name=name,
@@ -239,12 +244,11 @@ class VitsVoice(Voice):
             if not self.streaming:
                 pieces = self._decode_whole(feeds)
             else:
-                assert self._windowed is not None  # streaming: the graph is split
                 latent = self._encode(feeds)
                 if self._durations is not None:
                     frames = latent.pop(self._durations)
                     words = self._time_words(words_written, phonemes, frames)
-                pieces = self._windowed.decode(
+                pieces = self._windows().decode(
                     latent,
                     stream_short=measured is not None,
                     later_frames=later,
@@ -319,12 +323,13 @@ class VitsVoice(Voice):
             windowed += [audio for audio, _ in windows.decode(latent, stream_short=True)]
         return np.concatenate([np.zeros(0, np.float32), *exact]), np.concatenate(windowed)
 
-    def _window_decoder(self) -> WindowedDecoder | None:
-        """One for the voice's life: it keeps the decode speed from sentence to sentence."""
-        if self.decoder is None:
-            return None
+    def _windows(self) -> WindowedDecoder:
+        """The decoder stage in windows, with the decode speed the voice last measured."""
+        assert self.decoder is not None
         rate, context = self.piper.sample_rate, self.context_frames
-        return WindowedDecoder(self.decoder, rate, self.name, context_frames=context)
+        return WindowedDecoder(
+            self.decoder, rate, self.name, context_frames=context, speed=self._decode_speed
+        )
 
     def _encode(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         assert self.encoder is not None

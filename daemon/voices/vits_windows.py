@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -42,6 +43,14 @@ BUDGET_SHARE = 0.75
 GAIN_RAMP_S = 0.005
 
 
+@dataclass
+class DecodeSpeed:
+    """The decode speed last measured (frames a second, context included), kept by a voice from
+    one sentence to the next: a later sentence's first window is sized by it."""
+
+    frames_per_s: float | None = None
+
+
 class WindowedDecoder:
     """A voice's decoder stage, run over windows of a sentence's latent frames."""
 
@@ -52,6 +61,7 @@ class WindowedDecoder:
         name: str,
         context_frames: int = EXACT_CONTEXT_FRAMES,
         window_frames: int | None = None,
+        speed: DecodeSpeed | None = None,
     ) -> None:
         """`window_frames`: every window after the first this long, whatever the speed (the
         quality gate compares decodes window by window at the same places)."""
@@ -60,9 +70,7 @@ class WindowedDecoder:
         self.name = name
         self.context = context_frames
         self.window_frames = window_frames
-        # The decode speed last measured (frames a second, context included), kept from one
-        # sentence to the next: a later sentence's first window is sized by it.
-        self.frames_per_s: float | None = None
+        self.speed = speed or DecodeSpeed()
 
     def decode(
         self,
@@ -107,7 +115,7 @@ class WindowedDecoder:
                 size = largest = max(SMALLEST_WINDOW_FRAMES, (end - start) // 2)
                 log.warning("%s: %s; decoding windows of %d frames", self.name, error, size)
                 continue
-            self.frames_per_s = (right - left) / max(time.perf_counter() - began, 1e-6)
+            self.speed.frames_per_s = (right - left) / max(time.perf_counter() - began, 1e-6)
             hop = len(audio) // (right - left)
             piece = audio[(start - left) * hop : (end - left) * hop]
             made_s += len(piece) / self.rate
@@ -129,15 +137,15 @@ class WindowedDecoder:
         large as ends before the audio ahead does."""
         if not streamed:
             return largest
-        if ahead_s is None or self.frames_per_s is None:
+        if ahead_s is None or self.speed.frames_per_s is None:
             return min(FIRST_WINDOW_FRAMES, largest)
         return self._budget(ahead_s, largest)
 
     def _budget(self, ahead_s: float, largest: int) -> int:
         """The window that ends, at the speed last measured, within BUDGET_SHARE of the audio
         ahead of playback."""
-        assert self.frames_per_s is not None
-        budget = int(BUDGET_SHARE * ahead_s * self.frames_per_s) - 2 * self.context
+        assert self.speed.frames_per_s is not None
+        budget = int(BUDGET_SHARE * ahead_s * self.speed.frames_per_s) - 2 * self.context
         return min(max(budget, FIRST_WINDOW_FRAMES), largest)
 
     def _largest(self) -> tuple[int, int | None]:
