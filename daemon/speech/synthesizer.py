@@ -7,7 +7,6 @@ workers, whichever interface they come from."""
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, replace
 
@@ -16,6 +15,7 @@ import numpy as np
 from daemon import faults
 from daemon.audio.pcm import join_sentences
 from daemon.audio.piece import AudioPiece
+from daemon.audio.playback_lead import PlaybackLead
 from daemon.audio.sounds import NO_SOUND, SoundLibrary
 from daemon.errors import TextError
 from daemon.service.settings import Settings
@@ -147,10 +147,10 @@ class Synthesizer:
                     yield replace(piece, samples=scaled(piece.samples), from_cache=True)
                 return
         rendered: list[AudioPiece] = []
-        timeline = _Timeline(rate)
+        lead = PlaybackLead()
         if sound is not None:
             rendered.append(AudioPiece(sound))
-            timeline.made(rendered[-1])
+            lead.made(len(sound) / rate)
             yield replace(rendered[-1], samples=scaled(sound))
         spoken = [len(item.words()) if isinstance(item, Utterance) else 0 for item in script]
         for number, item in enumerate(script):
@@ -166,12 +166,12 @@ class Synthesizer:
                     options,
                     opening=options.opening and not heard,
                     characters_after=after,
-                    ahead_s=timeline.ahead_s() if options.streamed else None,
+                    ahead_s=lead.ahead_s(),
                 )
                 pieces = self._utterance(item, placed, rate)
             for piece in pieces:
                 rendered.append(piece)
-                timeline.made(piece)
+                lead.made(len(piece.samples) / rate)
                 yield replace(piece, samples=scaled(piece.samples))
         if not any(not piece.silence for piece in rendered[sound is not None :]):
             raise TextError("the text holds nothing speakable")
@@ -237,23 +237,3 @@ class Synthesizer:
             if utterance.volume != 1.0:
                 samples = np.clip(samples * np.float32(utterance.volume), -1.0, 1.0)
             yield replace(piece, samples=samples)
-
-
-class _Timeline:
-    """A streamed request's audio against the clock: how much of what was made would still be
-    ahead of playback had it started with the first piece."""
-
-    def __init__(self, rate: int) -> None:
-        self.rate = rate
-        self.made_s = 0.0
-        self.first_at: float | None = None
-
-    def made(self, piece: AudioPiece) -> None:
-        if self.first_at is None:
-            self.first_at = time.perf_counter()
-        self.made_s += len(piece.samples) / self.rate
-
-    def ahead_s(self) -> float | None:
-        if self.first_at is None:
-            return None
-        return max(0.0, self.made_s - (time.perf_counter() - self.first_at))

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from daemon.audio.playback_lead import PlaybackLead
 from daemon.errors import GpuOutOfMemory
 from daemon.runtime import scheduling
 from daemon.runtime.base import Stage
@@ -89,7 +90,7 @@ class WindowedDecoder:
         `ahead_s`: the request's audio already made and not yet heard; the first window then
         need only end before it does."""
         frames = max(value.shape[-1] for value in latent.values())
-        start, made_s, first_yield, opened = 0, 0.0, 0.0, time.perf_counter()
+        start, lead = 0, PlaybackLead(ahead_s)
         largest, limit = self._largest()
         short = frames <= STREAM_MIN_FRAMES and not stream_short
         if short and (limit is None or frames <= limit):
@@ -118,18 +119,15 @@ class WindowedDecoder:
             self.speed.frames_per_s = (right - left) / max(time.perf_counter() - began, 1e-6)
             hop = len(audio) // (right - left)
             piece = audio[(start - left) * hop : (end - left) * hop]
-            made_s += len(piece) / self.rate
-            first_yield = first_yield or time.perf_counter()
+            lead.made(len(piece) / self.rate)
             yield piece, end == frames
             start = end
             if self.window_frames is not None:
                 size = self.window_frames
             elif not streamed:
                 size = largest
-            else:  # what is ahead of playback, had it begun with the request's first piece
-                since = first_yield if ahead_s is None else opened
-                ahead = (ahead_s or 0.0) + made_s - (time.perf_counter() - since)
-                size = self._budget(ahead, largest)
+            else:
+                size = self._budget(lead.ahead_s() or 0.0, largest)
 
     def _first_size(self, streamed: bool, ahead_s: float | None, largest: int) -> int:
         """Audio wanted whole: the largest window. A listener waiting for it (nothing of the
