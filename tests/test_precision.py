@@ -261,9 +261,9 @@ def test_a_sentence_with_audio_ahead_of_playback_starts_with_a_larger_window(cou
     np.testing.assert_allclose(later, opening, atol=1e-4)
 
 
-def test_a_streamed_request_sizes_its_later_sentences_by_the_audio_ahead(auto_store, monkeypatch):
-    """Through the synthesizer: the first sentence opens with a small window, the second (the
-    first still ahead of playback) with a larger one; a file written whole, one per sentence."""
+@pytest.fixture
+def counted_synthesizer(auto_store, monkeypatch):
+    """A synthesizer with the exact voice, and the frames of each of its decoder's runs."""
     from daemon.service.settings import Settings
     from daemon.speech.synthesizer import Synthesizer
     from daemon.voices.registry import VoiceRegistry
@@ -271,7 +271,6 @@ def test_a_streamed_request_sizes_its_later_sentences_by_the_audio_ahead(auto_st
     store, _ = auto_store
     config = parse_config({"runtime": {"artifact_dir": str(store), "precision": "exact"}})
     registry = VoiceRegistry(config, OrtCpuBackend(artifact_store=store, precision="exact"))
-    synthesizer = Synthesizer(registry, Settings(config))
     decoder = registry.get().decoder
     runs: list[int] = []
     run = decoder.run
@@ -281,9 +280,44 @@ def test_a_streamed_request_sizes_its_later_sentences_by_the_audio_ahead(auto_st
         return run(feeds)
 
     monkeypatch.setattr(decoder, "run", counted)
+    return Synthesizer(registry, Settings(config)), runs
+
+
+def test_a_streamed_request_sizes_its_later_sentences_by_the_audio_ahead(counted_synthesizer):
+    """Through the synthesizer: the first sentence opens with a small window, the second (the
+    first still ahead of playback) with a larger one; a file written whole, one per sentence."""
+    synthesizer, runs = counted_synthesizer
     list(synthesizer.synthesize(f"{WINDOWED_TEXT} {WINDOWED_TEXT}"))
     small = 32 + EXACT_CONTEXT_FRAMES
     assert runs[0] == small and runs.count(small) == 1, runs
     runs.clear()
     list(synthesizer.synthesize(f"{WINDOWED_TEXT} {WINDOWED_TEXT}", streamed=False))
     assert len(runs) == 2 and small not in runs
+
+
+def test_http_answers_encoded_whole_are_made_whole(counted_synthesizer):
+    """The HTTP routes (in process, on the service's front door): a WAV streams from a small
+    first window; FLAC, encoded whole, and the captioned answer are made in one decoder run per
+    sentence."""
+    from starlette.testclient import TestClient
+
+    from daemon.adapters.http_api import build_app
+    from daemon.adapters.http_common import HttpPorts
+    from daemon.service.metrics import Metrics
+    from tests.daemon_helpers import front_door_of
+
+    synthesizer, runs = counted_synthesizer
+    ports = HttpPorts(front_door_of(synthesizer), dict, Metrics(dict), token=None)
+    small = 32 + EXACT_CONTEXT_FRAMES
+    with TestClient(build_app(ports)) as client:
+        for response_format, whole in (("wav", False), ("flac", True), ("mp3", True)):
+            runs.clear()
+            query = {"text": WINDOWED_TEXT, "format": response_format}
+            response = client.get("/api/tts", params=query)
+            assert response.status_code == 200, response.text
+            assert (runs == [max(runs)]) is whole and (runs[0] == small) is not whole, runs
+        runs.clear()
+        body = {"model": "tts-1", "voice": "en_US-joe-medium", "input": WINDOWED_TEXT}
+        response = client.post("/v1/audio/speech/with-captions", json=body)
+        assert response.status_code == 200, response.text
+        assert len(runs) == 1 and runs[0] > small, runs

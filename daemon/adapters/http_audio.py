@@ -22,6 +22,10 @@ from daemon.speech import captions
 from daemon.text.ssml import is_ssml
 from daemon.voices.base import SpeechOptions
 
+# Sent as they are made; the other formats are encoded whole, so their audio is made whole too
+# (the decoder's largest windows: no small first window, no context decoded twice).
+STREAMED_FORMATS = ("wav", "pcm")
+
 
 def _checked(ports: HttpPorts, text: str, voice: str | None, response_format: str) -> str:
     """The voice's name; a bad format, text or voice is refused before any audio."""
@@ -48,10 +52,11 @@ async def rendered(
     name = _checked(ports, text, voice, response_format)
     door = ports.door
     rate = door.voice_info(name).sample_rate
-    blocks = door.render(text, name, SpeechOptions(rate=speed))
+    streamed = response_format in STREAMED_FORMATS
+    blocks = door.render(text, name, SpeechOptions(rate=speed), streamed=streamed)
     if output_rate is not None and output_rate != rate:
         blocks, rate = resampled(blocks, rate, output_rate), output_rate
-    if response_format in ("wav", "pcm"):
+    if streamed:
         producer = _OwnThread(blocks)
         first = await producer.next()
 
@@ -89,7 +94,7 @@ async def captioned(
         raise HttpError(400, f"voice {name!r} gives no word timings for captions")
     rate = door.voice_info(name).sample_rate
     clock = door.word_clock(rate)
-    blocks = door.render(text, name, SpeechOptions(rate=speed), clock=clock)
+    blocks = door.render(text, name, SpeechOptions(rate=speed), clock=clock, streamed=False)
     if output_rate is not None and output_rate != rate:
         blocks, rate = resampled(blocks, rate, output_rate), output_rate
     encoded = await _whole(blocks, rate, response_format)

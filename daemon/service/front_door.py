@@ -183,11 +183,13 @@ class FrontDoor:
         ssml: bool = False,
         clock: WordClock | None = None,
         pause_s: float | None = None,
+        streamed: bool = True,
     ) -> Iterator[np.ndarray]:
         """The audio of `text` as `fastvoice say` makes it, in its turn among the requests
-        answered beside the queue (see `Synthesizer.rendered`)."""
+        answered beside the queue (see `Synthesizer.rendered`); not `streamed` when the answer
+        goes out whole (an encoded file): then in as few decoder runs as allowed."""
         return self._synthesizer.rendered(
-            text, voice, options, ssml=ssml, clock=clock, pause_s=pause_s
+            text, voice, options, ssml=ssml, clock=clock, pause_s=pause_s, streamed=streamed
         )
 
     def word_clock(self, rate: int) -> WordClock:

@@ -81,15 +81,17 @@ class Synthesizer:
         ssml: bool = False,
         clock: WordClock | None = None,
         pause_s: float | None = None,
+        streamed: bool = True,
     ) -> Iterator[np.ndarray]:
         """A request answered beside the queue, joined (`pause_s` between sentences, else the
-        config's; its words timed on `clock`); an unknown voice raises here, the rest at the
-        first block. Made while holding one of the
+        config's; its words timed on `clock`; not `streamed`: an answer sent whole, see
+        `synthesize`); an unknown voice raises here, the rest at the first block. Made while
+        holding one of the
         `max_requests` places (taken at the first block, given back at the end, or when the
         client goes and the generator is closed)."""
         name = self.voices.require(voice)
         rate = self.voices.get(name).info.sample_rate
-        pieces = self.synthesize(text, name, options, ssml=ssml)
+        pieces = self.synthesize(text, name, options, ssml=ssml, streamed=streamed)
         if clock is not None:
             pieces = clock.follow(pieces)
         return self._admitted(self.joined(pieces, rate, pause_s))
