@@ -8,7 +8,7 @@ from __future__ import annotations
 import unicodedata
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -35,6 +35,14 @@ from daemon.voices.vits_windows import (
     StreamingGain,
     WindowedDecoder,
 )
+
+
+class BothWays(NamedTuple):
+    """A sentence decoded whole and in windows, and the frames the windows decoded."""
+
+    exact: np.ndarray
+    windowed: np.ndarray
+    frames_decoded: int
 
 
 class VitsVoice(Voice):
@@ -301,11 +309,10 @@ class VitsVoice(Voice):
         context_frames: int,
         window_frames: int | None,
         options: SpeechOptions,
-        whole: bool = True,
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """`sentence` from one encoding, decoded whole (the exact audio; empty unless `whole`)
-        and in windows with `context_frames` of context (each `window_frames` long after the
-        first, or sized by speed as in service): what the quality gate compares."""
+    ) -> BothWays:
+        """`sentence` from one encoding, decoded whole (the exact audio) and in windows with
+        `context_frames` of context, each `window_frames` long after the first: what the
+        quality gate compares."""
         if self.encoder is None or self.decoder is None:
             raise VoiceError(f"voice {self.name!r}: its graph is not split; nothing to window")
         exact: list[np.ndarray] = []
@@ -318,10 +325,9 @@ class VitsVoice(Voice):
             latent = self._encode(feeds)
             if self._durations is not None:
                 latent.pop(self._durations)
-            if whole:
-                exact.append(self.decoder.run(latent)[0].reshape(-1).astype(np.float32))
+            exact.append(self.decoder.run(latent)[0].reshape(-1).astype(np.float32))
             windowed += [audio for audio, _ in windows.decode(latent, stream_short=True)]
-        return np.concatenate([np.zeros(0, np.float32), *exact]), np.concatenate(windowed)
+        return BothWays(np.concatenate(exact), np.concatenate(windowed), windows.frames_decoded)
 
     def _windows(self) -> WindowedDecoder:
         """The decoder stage in windows, with the decode speed the voice last measured."""

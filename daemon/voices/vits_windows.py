@@ -72,6 +72,7 @@ class WindowedDecoder:
         self.context = context_frames
         self.window_frames = window_frames
         self.speed = speed or DecodeSpeed()
+        self.frames_decoded = 0  # context included: the work the windows cost
 
     def decode(
         self,
@@ -117,6 +118,7 @@ class WindowedDecoder:
                 log.warning("%s: %s; decoding windows of %d frames", self.name, error, size)
                 continue
             self.speed.frames_per_s = (right - left) / max(time.perf_counter() - began, 1e-6)
+            self.frames_decoded += right - left
             hop = len(audio) // (right - left)
             piece = audio[(start - left) * hop : (end - left) * hop]
             lead.made(len(piece) / self.rate)
