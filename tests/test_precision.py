@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -248,6 +249,30 @@ def test_audio_wanted_whole_is_decoded_in_as_few_windows_as_allowed(counted_wind
     whole, pieces = said(voice, streamed=False)
     assert windows == [windows[0]] and pieces == 1
     np.testing.assert_allclose(whole, streamed, atol=1e-4)
+
+
+def test_a_box_behind_playback_makes_each_window_larger(counted_windows, monkeypatch):
+    """A decoder slower than speech (a box with many requests at once, here each run held
+    back): playback stops whatever the window, so the windows grow instead of each paying its
+    context again; the audio is the same."""
+    voice, windows = counted_windows
+    steady, _ = said(voice, opening=True)
+    steady_windows = list(windows)
+    run = voice.decoder.run
+
+    def slow(feeds):
+        frames = max(value.shape[-1] for value in feeds.values())
+        time.sleep(frames / 86 * 1.5)  # 1.5 s to make a second of audio
+        return run(feeds)
+
+    monkeypatch.setattr(voice.decoder, "run", slow)
+    windows.clear()
+    behind, _ = said(voice, opening=True)
+    sizes = [frames - 2 * EXACT_CONTEXT_FRAMES for frames in windows[1:-1]]
+    assert windows[0] == steady_windows[0] and sizes == sorted(sizes), windows
+    assert all(b >= 2 * a for a, b in zip([32, *sizes], sizes, strict=False)), windows
+    assert len(windows) <= 4, windows
+    np.testing.assert_allclose(behind, steady, atol=1e-4)
 
 
 def test_a_sentence_with_audio_ahead_of_playback_starts_with_a_larger_window(counted_windows):
