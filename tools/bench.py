@@ -272,7 +272,7 @@ def throughput_rows(
                 op="concurrency", text=MEDIUM, clients=clients, seconds=seconds
             )
         best = max(level["rate"] for level in levels.values())
-        table.add("throughput, best concurrency (utterances/min)", system, best, PIPER, ">= 1.5x")
+        table.add("throughput, best concurrency (utterances/min)", system, best, PIPER, ">= 1.3x")
         loaded = max(n for n in levels if n <= 8)  # a busy service on a small box
         rate = levels[loaded]["rate"]
         table.add(f"throughput, {loaded} concurrent (utterances/min)", system, rate, PIPER)
@@ -328,13 +328,11 @@ def wyoming_rows(table: Table, servers: Servers, runs: int) -> None:
                     table.add(row.format("whole request"), system, whole, WYOMING_PIPER)
                     settle(pids)
                     results = wyoming_requests(server.port, text, WYOMING_CONCURRENT)
+                    # No goal of its own: issue 40 restated four at once as mixed lengths.
                     row = f"Wyoming, {WYOMING_CONCURRENT} at once: {{}} (s)"
                     for first, whole in results:
-                        table.add(
-                            row.format("first audio"), system, first, WYOMING_PIPER, "<= 0.5x"
-                        )
-                        goal = "<= 0.85x"
-                        table.add(row.format("whole request"), system, whole, WYOMING_PIPER, goal)
+                        table.add(row.format("first audio"), system, first, WYOMING_PIPER)
+                        table.add(row.format("whole request"), system, whole, WYOMING_PIPER)
             mixed_rows(table, ours, theirs, pids, rotation=run)
         for system, server in (("fastvoice", ours), ("peer", theirs)):
             row = "service RSS after mixed requests (MB)"
@@ -436,7 +434,7 @@ def main() -> None:
             for system in ("fastvoice", "piper"):
                 label = "fastvoice" if system == "fastvoice" else "peer"
                 wall, rss = cold_say(system, config_file, out, env)
-                table.add("cold `say -o`, short sentence (s)", label, wall, PIPER, "<= 0.5x")
+                table.add("cold `say -o`, short sentence (s)", label, wall, PIPER, "<= 0.7x")
                 table.add("peak RSS, cold `say -o` (MB)", label, rss, PIPER)
                 seconds = import_seconds(system, config_file, out, env)
                 table.add("imports of the cold `say -o` (s)", label, seconds, PIPER)
@@ -467,7 +465,7 @@ def warm_sections(table: Table, document: dict, args: argparse.Namespace) -> Non
             wer = worker.ask(op="wer", texts=texts)["wer"]
             if wer is not None:
                 label = "fastvoice" if name == "fastvoice" else "peer"
-                table.add("word error rate (pocketsphinx)", label, wer, PIPER)
+                table.add("word error rate (pocketsphinx)", label, wer, PIPER, "<= 1.0x")
         hits = workers["fastvoice"].ask(op="cache_hit", text=MEDIUM, runs=args.runs)["firsts"]
         for first in hits:
             table.add("first audio, phrase cache hit (s)", "fastvoice", first)
