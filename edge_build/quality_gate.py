@@ -74,6 +74,26 @@ def log_spectral_distance_db(reference: np.ndarray, candidate: np.ndarray) -> fl
     return float(np.mean(np.sqrt(np.mean(difference**2, axis=1))))
 
 
+def worst_block_snr_db(
+    reference: np.ndarray, candidate: np.ndarray, block: int = 512, quiet_db: float = -40.0
+) -> float:
+    """The lowest signal-to-difference ratio of any block of `block` samples louder than
+    `quiet_db` below the reference's peak: a fault confined to a few milliseconds (a click at
+    a seam) that means over the whole sentence (PESQ, the spectral distance) average away."""
+    length = min(len(reference), len(candidate)) // block * block
+    if length == 0:
+        return float("inf")
+    peak = float(np.max(np.abs(reference[:length]))) or 1.0
+    signal = reference[:length].reshape(-1, block) / peak
+    difference = signal - candidate[:length].reshape(-1, block) / peak
+    loudness = np.sqrt(np.mean(signal**2, axis=1))
+    error = np.sqrt(np.mean(difference**2, axis=1))
+    heard = 20 * np.log10(loudness + 1e-12) > quiet_db
+    if not heard.any():
+        return float("inf")
+    return float(np.min(20 * np.log10(loudness[heard] / (error[heard] + 1e-15))))
+
+
 def transcriber() -> Transcribe | None:
     """pocketsphinx's English decoder, or None when it is not installed."""
     try:

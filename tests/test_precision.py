@@ -28,6 +28,7 @@ from edge_build.quality_gate import (
     _choose,
     evaluate,
     log_spectral_distance_db,
+    worst_block_snr_db,
 )
 from edge_build.window_gate import GATE_WINDOW_FRAMES, judge_context
 
@@ -207,9 +208,31 @@ def test_the_window_gate_passes_eight_context_frames_and_refuses_none(auto_store
     assert eight.work_saved is not None and 0.05 < eight.work_saved < 1 - 64 / 72 + 0.01
     assert eight.pesq_mean is not None and eight.pesq_mean >= 4.2 and eight.pesq_worst >= 4.0
     assert eight.log_spectral_distance_db is not None and eight.log_spectral_distance_db <= 1.0
+    assert eight.worst_block_snr_db is not None and eight.worst_block_snr_db >= 25
     none = judge_context(voice, 0)
     assert not none.passed and "PESQ below" in none.reason
     assert none.pesq_worst is not None and none.pesq_worst < eight.pesq_worst
+    # Four frames: the averages pass, but a block of speech next to a seam does not.
+    four = judge_context(voice, 4)
+    assert four.pesq_worst is not None and four.pesq_worst >= 4.0
+    assert four.log_spectral_distance_db is not None and four.log_spectral_distance_db <= 1.0
+    assert not four.passed and "block of speech" in four.reason, four.summary()
+
+
+def test_a_click_is_found_in_its_block_though_the_sentence_averages_it_away():
+    """A tone with a 1 ms click: the mean spectral distance hardly moves, the worst block
+    falls; silence around it does not count (its difference is nothing to hear against)."""
+    rate = 22050
+    tone = 0.5 * np.sin(2 * np.pi * 220 * np.arange(2 * rate) / rate).astype(np.float32)
+    tone = np.concatenate([np.zeros(rate // 2, np.float32), tone])
+    clicked = tone.copy()
+    clicked[rate : rate + 22] += 0.3
+    assert worst_block_snr_db(tone, tone) > 100
+    assert worst_block_snr_db(tone, clicked) < 25
+    assert log_spectral_distance_db(tone, clicked) < 1.0
+    hiss = tone.copy()
+    hiss[: 20 * 512] += 1e-3  # in the silence before the tone (whole blocks of it)
+    assert worst_block_snr_db(tone, hiss) > 100
 
 
 @pytest.fixture
