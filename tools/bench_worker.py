@@ -7,6 +7,8 @@ system, then answers JSON requests on stdin with JSON lines on stdout:
                                                        "waited"}
   {"op": "concurrency", "clients": N, "seconds": S} → {"rate", "realtime"}
   {"op": "wer", "texts": [...]}                     → {"wer"} (null without pocketsphinx)
+  {"op": "whisper_wer", "texts": [...], "model_dir": D} → {"wer"}: whisper-base (faster-whisper,
+      CTranslate2 weights in D) on English speech
   {"op": "cache_hit", "text": T, "runs": N}         → {"firsts"} (fastvoice only)
   {"op": "whole", "text": T}                       → as "timed", the request wanted whole
       (fastvoice only; the peers' requests are whole anyway)
@@ -127,6 +129,27 @@ def katakana_error_rate(stream: Stream, texts: list[str], rate: int, model_dir: 
     return float(jiwer.cer(references, heard))
 
 
+def whisper_word_error_rate(stream: Stream, texts: list[str], rate: int, model_dir: str) -> float:
+    """Word error of what whisper-base hears against the texts, figures it writes as digits
+    read as words (num2words), case and punctuation aside."""
+    import re
+
+    import soxr
+    from faster_whisper import WhisperModel
+    from num2words import num2words
+
+    from edge_build.quality_gate import word_error_rate as wer
+
+    model = WhisperModel(model_dir, device="cpu", compute_type="int8")
+    heard = []
+    for text in texts:
+        audio = soxr.resample(np.concatenate(list(stream(text))), rate, 16000)
+        segments, _ = model.transcribe(audio.astype(np.float32), language="en", beam_size=5)
+        said = "".join(segment.text for segment in segments)
+        heard.append(re.sub(r"\d+", lambda figure: num2words(int(figure[0])), said))
+    return wer(texts, heard)
+
+
 def text_seconds(synthesizer, texts: list[str], runs: int) -> dict[str, list[float]]:
     """Each text made into its script (normalised, SSML parsed, lexicon, phonemes checked)
     `runs` times; a refused text is timed to its refusal."""
@@ -220,6 +243,9 @@ def main() -> None:
             answer = concurrency(stream, request["text"], clients, seconds, rate)
         elif op == "wer":
             answer = {"wer": word_error_rate(stream, request["texts"])}
+        elif op == "whisper_wer":
+            texts, model_dir = request["texts"], request["model_dir"]
+            answer = {"wer": whisper_word_error_rate(stream, texts, rate, model_dir)}
         elif op == "kana_cer":
             texts, model_dir = request["texts"], request["model_dir"]
             answer = {"cer": katakana_error_rate(stream, texts, rate, model_dir)}
