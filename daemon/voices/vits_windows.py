@@ -28,8 +28,9 @@ from daemon.runtime.base import Stage
 # smallest window would end after the audio ahead, as with many requests at once: measured, 11
 # windows of mostly 32 frames per 6-second sentence under eight) makes each window twice the
 # last instead, up to CATCH_UP_FRAMES: playback stops either way, and fewer seams are less work
-# (5 to 6 windows); larger ones would hold more memory while others' runs wait (with them up to
-# 512 frames, four mixed requests at once left the service at 441 MB against 390).
+# (a seam's context is 12 % of a 128-frame window, 50 % of a 32-frame one); larger ones hold
+# more memory at once (up to 512 frames, four mixed requests at once left the service at 441 MB
+# against 390 before; up to 256, 398 and 427 MB in two runs; wyoming-piper 420).
 # Without a measured loudness gain a sentence of up to STREAM_MIN_FRAMES is decoded whole: Piper's
 # per-sentence peak normalisation needs its end before its start can play.
 # Each window has context frames on both sides: the decoder's receptive field reaches 12 frames
@@ -46,7 +47,7 @@ MAX_WINDOW_FRAMES = 512
 EXACT_CONTEXT_FRAMES = 12
 SMALLEST_WINDOW_FRAMES = 16  # out of GPU memory below this: the request fails
 BUDGET_SHARE = 0.75
-CATCH_UP_FRAMES = 256
+CATCH_UP_FRAMES = 128
 GAIN_RAMP_S = 0.005
 
 
