@@ -29,8 +29,9 @@ from daemon.runtime.base import Stage
 # windows of mostly 32 frames per 6-second sentence under eight) makes each window twice the
 # last instead, up to CATCH_UP_FRAMES: playback stops either way, and fewer seams are less work
 # (a seam's context is 12 % of a 128-frame window, 50 % of a 32-frame one); larger ones hold
-# more memory at once (up to 512 frames, four mixed requests at once left the service at 441 MB
-# against 390 before; up to 256, 398 and 427 MB in two runs; wyoming-piper 420).
+# more memory at once (after four mixed requests at once, growing up to 512 frames left the
+# service at 389 and 441 MB in two runs, up to 256 at 398 and 427, up to 128 at 389 and 405;
+# 390-399 before; wyoming-piper 420-424).
 # Without a measured loudness gain a sentence of up to STREAM_MIN_FRAMES is decoded whole: Piper's
 # per-sentence peak normalisation needs its end before its start can play.
 # Each window has context frames on both sides: the decoder's receptive field reaches 12 frames
