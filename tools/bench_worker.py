@@ -105,6 +105,23 @@ def word_error_rate(stream: Stream, texts: list[str]) -> float | None:
     return wer(texts, hypotheses)
 
 
+def whisper_heard(
+    stream: Stream, texts: list[str], rate: int, model_dir: str, language: str
+) -> list[str]:
+    """What whisper-base (faster-whisper, CTranslate2 weights in `model_dir`) hears of each
+    text as `stream` speaks it."""
+    import soxr
+    from faster_whisper import WhisperModel
+
+    model = WhisperModel(model_dir, device="cpu", compute_type="int8")
+    heard = []
+    for text in texts:
+        audio = soxr.resample(np.concatenate(list(stream(text))), rate, 16000)
+        segments, _ = model.transcribe(audio.astype(np.float32), language=language, beam_size=5)
+        heard.append("".join(segment.text for segment in segments))
+    return heard
+
+
 def katakana_error_rate(stream: Stream, texts: list[str], rate: int, model_dir: str) -> float:
     """Character error of what whisper-base hears against the texts, both as pyopenjtalk's
     katakana readings (so 三 and 3 count as one)."""
@@ -112,21 +129,12 @@ def katakana_error_rate(stream: Stream, texts: list[str], rate: int, model_dir: 
 
     import jiwer
     import pyopenjtalk
-    import soxr
-    from faster_whisper import WhisperModel
-
-    model = WhisperModel(model_dir, device="cpu", compute_type="int8")
 
     def reading(text: str) -> str:
         return re.sub(r"[^\u30a0-\u30ff]", "", pyopenjtalk.g2p(text, kana=True)) or "ン"
 
-    references, heard = [], []
-    for text in texts:
-        audio = soxr.resample(np.concatenate(list(stream(text))), rate, 16000)
-        segments, _ = model.transcribe(audio.astype(np.float32), language="ja", beam_size=5)
-        references.append(reading(text))
-        heard.append(reading("".join(segment.text for segment in segments)))
-    return float(jiwer.cer(references, heard))
+    heard = whisper_heard(stream, texts, rate, model_dir, "ja")
+    return float(jiwer.cer([reading(t) for t in texts], [reading(h) for h in heard]))
 
 
 def whisper_word_error_rate(stream: Stream, texts: list[str], rate: int, model_dir: str) -> float:
@@ -134,20 +142,12 @@ def whisper_word_error_rate(stream: Stream, texts: list[str], rate: int, model_d
     read as words (num2words), case and punctuation aside."""
     import re
 
-    import soxr
-    from faster_whisper import WhisperModel
     from num2words import num2words
 
     from edge_build.quality_gate import word_error_rate as wer
 
-    model = WhisperModel(model_dir, device="cpu", compute_type="int8")
-    heard = []
-    for text in texts:
-        audio = soxr.resample(np.concatenate(list(stream(text))), rate, 16000)
-        segments, _ = model.transcribe(audio.astype(np.float32), language="en", beam_size=5)
-        said = "".join(segment.text for segment in segments)
-        heard.append(re.sub(r"\d+", lambda figure: num2words(int(figure[0])), said))
-    return wer(texts, heard)
+    heard = whisper_heard(stream, texts, rate, model_dir, "en")
+    return wer(texts, [re.sub(r"\d+", lambda f: num2words(int(f[0])), h) for h in heard])
 
 
 def text_seconds(synthesizer, texts: list[str], runs: int) -> dict[str, list[float]]:
