@@ -9,11 +9,16 @@ of context passed the averages here, PESQ 4.57 worst and 0.24 dB, with a block a
 difference 35 dB below the peak; 8 frames: 31.5 dB, 65 dB below). It must also save work: the
 frames the windows decode, context included, are counted against the exact windows' (a count,
 not a clock: on a busy box a clock said that fewer frames took longer).
+
+Where the `pesq` package is not installed (it has no wheels; a box has no compiler), the gate
+judges by the rest and its record says so (`judged_by`). It is no more lenient for it: the worst
+block is the stricter measure (2 frames of context passed PESQ here, 4.21 mean, and failed the
+block by far), and every context the tests try gets the same verdict either way.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
@@ -21,9 +26,9 @@ from daemon.voices.vits import BothWays, VitsVoice
 from edge_build.precision_choice import Approximations
 from edge_build.quality_gate import (
     ENGLISH,
+    PESQ_MISSING,
     GateSet,
     log_spectral_distance_db,
-    wideband_pesq,
     word_error_rate,
     worst_block_snr_db,
 )
@@ -48,13 +53,17 @@ class WindowVerdict:
     wer_exact: float | None = None
     wer: float | None = None
     work_saved: float | None = None  # share of the exact windows' frames these do not decode
+    judged_by: list[str] = field(default_factory=list)  # the measures this box could take
 
     def as_dict(self) -> dict:
         return {k: round(v, 4) if isinstance(v, float) else v for k, v in asdict(self).items()}
 
     def summary(self) -> str:
-        figures = (
-            f"PESQ {self.pesq_mean:.2f} mean, {self.pesq_worst:.2f} worst; "
+        if self.pesq_mean is not None and self.pesq_worst is not None:
+            figures = f"PESQ {self.pesq_mean:.2f} mean, {self.pesq_worst:.2f} worst; "
+        else:
+            figures = f"{PESQ_MISSING}; "
+        figures += (
             f"distance {self.log_spectral_distance_db:.2f} dB; "
             f"worst block {self.worst_block_snr_db:.1f} dB above its difference"
         )
@@ -76,19 +85,24 @@ def judge_context(
         for text in gate.texts
     ]
     pairs = [(decode.exact, decode.windowed) for decode in decodes]
-    scores = [wideband_pesq(exact, windows, rate) for exact, windows in pairs]
     verdict = WindowVerdict(context_frames, True, "a listener cannot tell")
-    verdict.pesq_mean, verdict.pesq_worst = float(np.mean(scores)), min(scores)
+    verdict.judged_by = ["log-spectral distance", "worst block"]
+    score = gate.pesq()
+    if score is not None:
+        scores = [score(exact, windows, rate) for exact, windows in pairs]
+        verdict.pesq_mean, verdict.pesq_worst = float(np.mean(scores)), min(scores)
+        verdict.judged_by.append("PESQ")
     verdict.log_spectral_distance_db = max(log_spectral_distance_db(e, w) for e, w in pairs)
     verdict.worst_block_snr_db = min(worst_block_snr_db(e, w) for e, w in pairs)
     transcribe = gate.transcriber()
     if transcribe is not None:
+        verdict.judged_by.append("word error")
         texts = list(gate.texts)
         verdict.wer_exact = word_error_rate(texts, [transcribe(e, rate) for e, _ in pairs])
         verdict.wer = word_error_rate(texts, [transcribe(w, rate) for _, w in pairs])
     verdict.work_saved = _work_saved(voice, decodes, gate)
     problems = []
-    if verdict.pesq_mean < MIN_MEAN_PESQ or verdict.pesq_worst < MIN_WORST_PESQ:
+    if score is not None and (verdict.pesq_mean < MIN_MEAN_PESQ or min(scores) < MIN_WORST_PESQ):
         problems.append(f"PESQ below {MIN_MEAN_PESQ} mean or {MIN_WORST_PESQ} worst")
     if verdict.log_spectral_distance_db > MAX_LOG_SPECTRAL_DISTANCE_DB:
         problems.append(f"distance above {MAX_LOG_SPECTRAL_DISTANCE_DB} dB")

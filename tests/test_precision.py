@@ -21,13 +21,17 @@ from daemon.voices.vits import VitsVoice
 from daemon.voices.vits_windows import CATCH_UP_FRAMES, EXACT_CONTEXT_FRAMES
 from edge_build.build import build_voices
 from edge_build.quality_gate import (
+    ENGLISH,
     MAX_LOG_SPECTRAL_DISTANCE_DB,
+    PESQ_MISSING,
     SILENT_NOISE,
     GateSet,
     Verdict,
     _choose,
     evaluate,
     log_spectral_distance_db,
+    no_pesq,
+    no_transcriber,
     worst_block_snr_db,
 )
 from edge_build.window_gate import GATE_WINDOW_FRAMES, judge_context
@@ -126,6 +130,15 @@ def test_a_gate_that_asks_for_pesq_refuses_a_hissing_variant_and_passes_the_same
     assert same.passed and same.pesq is not None and same.pesq > 4.5
 
 
+def test_a_gate_asking_for_pesq_where_it_is_missing_keeps_the_reference(voice):
+    """Kokoro's int8 is judged by PESQ: where the package is missing, the variant is refused
+    by name (the build goes on with fp32), never a failed build."""
+    gate = GateSet(("Good evening.",), min_pesq=3.8, pesq=no_pesq, transcriber=no_transcriber)
+    chosen, reason, verdicts = evaluate(lambda p: voice, ("int8",), gate)
+    assert chosen == "fp32" and not verdicts[1].passed
+    assert PESQ_MISSING in verdicts[1].reason and PESQ_MISSING in reason
+
+
 def test_spectral_distance_is_zero_for_the_same_audio_and_large_for_hiss(voice):
     audio = np.concatenate(
         [p.samples for p in voice.synthesize_sentence("Good morning.", SpeechOptions())]
@@ -217,6 +230,21 @@ def test_the_window_gate_passes_eight_context_frames_and_refuses_none(auto_store
     assert four.pesq_worst is not None and four.pesq_worst >= 4.0
     assert four.log_spectral_distance_db is not None and four.log_spectral_distance_db <= 1.0
     assert not four.passed and "block of speech" in four.reason, four.summary()
+
+
+def test_without_pesq_the_window_gate_judges_the_same(auto_store):
+    """A box without the `pesq` package (no wheels: aarch64, an image with no compiler) judges
+    windows by the spectral distance and the worst block, says so in the record, and reaches
+    the verdict PESQ reached for each context: the block is the stricter measure."""
+    store, _ = auto_store
+    voice = VitsVoice("v", VOICE, OrtCpuBackend(artifact_store=store, precision="exact"))
+    without = replace(ENGLISH, pesq=no_pesq, transcriber=no_transcriber)
+    for frames, passes in ((8, True), (4, False), (0, False)):
+        verdict = judge_context(voice, frames, without)
+        assert verdict.passed == passes, verdict.summary()
+        assert verdict.pesq_mean is None and "PESQ" not in verdict.judged_by
+        assert PESQ_MISSING in verdict.summary()
+    assert "block of speech" in judge_context(voice, 0, without).reason
 
 
 def test_a_click_is_found_in_its_block_though_the_sentence_averages_it_away():
