@@ -25,6 +25,7 @@ from daemon.runtime.artifacts import Artifact
 from daemon.runtime.ort_cpu import OrtCpuBackend
 from daemon.runtime.ort_gpu import find_part
 from daemon.voices import loudness
+from daemon.voices.base import SpeechOptions
 from daemon.voices.kokoro import DURATIONS, STAGE, KokoroVoice, graph_path, loudness_record
 from edge_build.artifact_writer import BuildResult
 from edge_build.kokoro_precision import fp32_rewrite, make_static_int8, timed_copy
@@ -55,6 +56,7 @@ GATE = GateSet(
         "本日の営業は、午後8時までとなっております。",
         "お忘れ物のないよう、ご注意ください。",
     ),
+    options=SpeechOptions(),  # Kokoro draws no noise: it refuses the VITS noise settings
     max_log_spectral_distance_db=None,
     min_pesq=3.8,
     transcriber=no_transcriber,

@@ -55,6 +55,12 @@ def _session_directory(prefix: str) -> str:
 # Artifacts and job journals of tests (and of the CLI they run) stay out of the user's home.
 os.environ["XDG_CACHE_HOME"] = _session_directory("fastvoice-test-cache-")
 os.environ["XDG_STATE_HOME"] = _session_directory("fastvoice-test-state-")
+# `fastvoice say` hands its job to a service it finds by socket: in $XDG_RUNTIME_DIR, else the
+# system service's /run/fastvoice ($FASTVOICE_SOCKET replaces both). Tests find only the
+# services they start, never a user's or the box's.
+RUNTIME_DIR = Path(_session_directory("fastvoice-test-run-"))
+os.environ["XDG_RUNTIME_DIR"] = str(RUNTIME_DIR)
+os.environ["FASTVOICE_SOCKET"] = str(RUNTIME_DIR / "fastvoice" / "fastvoice.sock")
 
 
 @dataclass

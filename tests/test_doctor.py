@@ -5,6 +5,7 @@ named with its fix and fails the exit code."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -84,3 +85,27 @@ def test_plain_output_says_each_fix(tmp_path, capture):
     assert result.returncode == 1
     assert b"fail  broker: cannot reach localhost:9" in result.stdout
     assert b"      fix: is the broker running" in result.stdout
+
+
+def test_a_box_without_a_sound_card_writes_files_and_doctor_checks_their_folder(tmp_path):
+    """The documented headless setting (audio.device: none with audio.file_dir) is no failure:
+    doctor says where the jobs go and that the folder takes files; a folder that cannot be
+    made there is named."""
+    jobs = tmp_path / "jobs"
+    headless = {"device": "none", "file_dir": str(jobs)}
+    _, findings = doctor(tmp_path, dict(os.environ), audio=headless, mqtt={"port": 9})
+    device, files = findings["audio device"], findings["audio files"]
+    assert device["status"] == "ok" and f"written to {jobs}" in device["detail"], device
+    assert files["status"] == "ok" and "made at the first job" in files["detail"], files
+    jobs.mkdir()
+    _, findings = doctor(tmp_path, dict(os.environ), audio=headless, mqtt={"port": 9})
+    assert findings["audio files"]["status"] == "ok"
+    assert findings["audio files"]["detail"] == f"{jobs}: writable"
+    assert list(jobs.iterdir()) == []  # the probe leaves nothing behind
+    occupied = tmp_path / "occupied"
+    occupied.write_text("a file where the folder should be")
+    beneath = {**headless, "file_dir": str(occupied / "jobs")}
+    code, findings = doctor(tmp_path, dict(os.environ), audio=beneath, mqtt={"port": 9})
+    files = findings["audio files"]
+    assert code == 1 and files["status"] == "fail", files
+    assert f"{occupied} is not a directory" in files["detail"] and "audio.file_dir" in files["fix"]

@@ -90,6 +90,9 @@ BAD = [
     (b'{"text": "hi", "siteId": "kitchen", "volume": 2}', "volume: 2 is above the maximum"),
     (json.dumps({"text": "a" * 10_001, "siteId": "kitchen"}).encode(), "above the maximum"),
     (b'{"text": "<speak><blink/></speak>", "siteId": "kitchen"}', "tag <blink> is not supported"),
+    # The protocol's names, in the message and in what is taken (not the Python fields').
+    (b'{"text": "hi", "siteid": "kitchen"}', "(the fields are text, siteId, lang, id, sessionId,"),
+    (b'{"text": "hi", "site_id": "kitchen"}', "site_id: unknown field"),
 ]
 
 

@@ -176,7 +176,7 @@ def test_a_streamed_answer_stopped_midway_ends_the_request(client, service):
     [
         ("?text=hi", b"Hello.", 422, "text: it comes in the body"),
         ("?at=1900000000000", b"Hello.", 422, "a streamed answer cannot be timed"),
-        ("?voice=nobody", b"Hello.", 409, "unknown voice 'nobody'"),
+        ("?voice=nobody", b"Hello.", 400, "unknown voice 'nobody'"),
         ("?priority=urgent", b"Hello.", 422, "priority"),
         ("", b"", 422, "no text came in the body"),
         ("", b"\xff\xfe Hello.", 400, "not UTF-8 text (byte 0)"),
@@ -395,6 +395,90 @@ def test_openai_models_lists_the_voices(openai_client):
     assert [model.id for model in openai_client.models.list()] == [VOICE]
 
 
+# One refusal, one status, on every route
+
+
+@pytest.mark.parametrize("text", [".", "?", ",", "-", "…"])
+def test_text_with_nothing_to_say_is_a_400_on_every_audio_route(
+    service, client, openai_client, text
+):
+    """As MQTT (`failed`/`bad_text`), Wyoming and the CLI refuse it: never a 500, in either
+    kind of answer (streamed as made, or encoded whole), and no traceback in the log."""
+    log = service.config_path.parent / "serve.log"
+    logged_before = log.stat().st_size
+    for response_format in ("wav", "flac"):
+        response = client.get("/api/tts", params={"text": text, "format": response_format})
+        assert response.status_code == 400, response.text
+        assert response.json() == {"error": "the text holds nothing speakable"}
+        with pytest.raises(openai.BadRequestError, match="the text holds nothing speakable"):
+            openai_client.audio.speech.create(
+                model="tts-1", voice=VOICE, input=text, response_format=response_format
+            )
+    with log.open("rb") as logged:
+        logged.seek(logged_before)
+        assert b"Traceback" not in logged.read()
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"text": "<speak><blink/></speak>"}, "tag <blink> is not supported"),
+        ({"text": "Hello.", "voice": "nobody"}, "unknown voice 'nobody'"),
+    ],
+)
+def test_a_refused_request_has_the_same_status_on_every_route(client, fields, message):
+    """What the request asks for cannot be spoken: 400 whether it was to be queued, streamed
+    in or answered with its audio."""
+    query = {key: value for key, value in fields.items() if key != "text"}
+    answers = {
+        "say": client.post("/api/say", json=fields, headers=AUTH),
+        "stream": client.post(
+            "/api/say/stream", params=query, content=fields["text"].encode(), headers=AUTH
+        ),
+        "tts": client.get("/api/tts", params=fields),
+    }
+    for route, response in answers.items():
+        assert response.status_code == 400, (route, response.text)
+        assert message in response.json()["error"], route
+
+
+@pytest.mark.parametrize("body", [b"null", b"[1, 2, 3]", b"17", b'"Hello."'])
+def test_a_json_body_that_is_not_the_say_object_is_refused_not_spoken(client, body):
+    headers = {**AUTH, "Content-Type": "application/json"}
+    response = client.post("/api/say", content=body, headers=headers)
+    assert response.status_code == 400, response.text
+    assert "a JSON payload must be an object" in response.json()["error"]
+
+
+def test_a_full_queue_is_a_503_and_a_repeated_id_a_409(synthesizer, config):
+    """The refusals that are not about what the request says (the real app in process, on a
+    front door with no lane: what is queued stays queued)."""
+    from starlette.testclient import TestClient
+
+    from daemon.adapters.http_api import build_app
+    from daemon.adapters.http_common import HttpPorts
+    from daemon.service.metrics import Metrics
+    from daemon.service.settings import Settings
+    from tests.daemon_helpers import front_door_of
+
+    one_job = config.model_copy(update={"queue": config.queue.model_copy(update={"max_jobs": 1})})
+    door = front_door_of(synthesizer, Settings(one_job))
+    events: list[dict] = []
+    door._events.outbox.attach(lambda _topic, payload, _retain: events.append(json.loads(payload)))
+    ports = HttpPorts(door, dict, Metrics(dict), None)
+    with TestClient(build_app(ports)) as http:
+        queued = http.post("/api/say", json={"id": "first", "text": "Waits in the queue."})
+        assert queued.status_code == 202, queued.text
+        again = http.post("/api/say", json={"id": "first", "text": "Waits in the queue."})
+        assert again.status_code == 409, again.text
+        assert again.json() == {"error": "this id was already accepted", "id": "first"}
+        full = http.post("/api/say", json={"id": "second", "text": "No room."})
+        assert full.status_code == 503, full.text
+        assert full.json() == {"error": "1 jobs already queued", "id": "second"}
+    rejected = [event["reason"] for event in events if event["event"] == "rejected"]
+    assert rejected == ["duplicate", "queue_full"]  # what MQTT hears of the same refusals
+
+
 # Metrics
 
 
@@ -422,11 +506,11 @@ def test_metrics_parse_and_count_jobs(client):
 @pytest.mark.parametrize(
     ("body", "status", "message"),
     [
-        (b"{not json", 422, "JSON"),
+        (b"{not json", 400, "invalid JSON"),
         (json.dumps({"text": 42}).encode(), 422, "text"),
         (json.dumps({"text": "Hi.", "colour": "red"}).encode(), 422, "colour"),
-        (json.dumps({"text": "<speak><blink/></speak>"}).encode(), 409, "<blink>"),
-        (b"\xff\xfe\x00junk", 422, "UTF-8"),
+        (json.dumps({"text": "<speak><blink/></speak>"}).encode(), 400, "<blink>"),
+        (b"\xff\xfe\x00junk", 400, "UTF-8"),
         (b"x" * 70_000, 413, "maximum"),
     ],
 )

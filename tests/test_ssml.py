@@ -121,6 +121,17 @@ def test_inline_phonemes_are_spoken_as_given_like_ssml_phonemes(quiet):
     assert np.abs(inline - as_ssml).max() < 1e-3
 
 
+@pytest.mark.parametrize("sentence", ["Say tomato.", "Say tomato, now?", "Say tomato!"])
+def test_the_punctuation_after_inline_phonemes_is_spoken(quiet, sentence):
+    """A sentence that ends, or pauses, right after `[[ phonemes ]]` sounds as it does after
+    the word: its full stop (the falling close), comma or exclamation mark is not dropped."""
+    ipa = "".join(quiet.voices.get().phonemes("tomato")[0])
+    written = spoken(quiet, sentence)
+    inline = spoken(quiet, sentence.replace("tomato", f"[[ {ipa} ]]"))
+    assert len(inline) == len(written)
+    assert np.abs(inline - written).max() < 1e-3
+
+
 @pytest.mark.parametrize(
     ("text", "named"),
     [("Say [[ hə€loʊ ]] now.", "'€' (U+20AC)"), ("Say [[ ]] now.", "holds no phonemes")],

@@ -201,6 +201,23 @@ def test_an_empty_tree_gets_the_user_and_the_systemd_entries_quickly(empty_tree,
     assert not (empty_tree / "etc/sysusers.d/fastvoice.conf").exists()
 
 
+def test_an_image_whose_program_is_only_in_it_leaves_the_build_to_its_first_start(empty_tree):
+    """`--root` with `--executable` a program of the image, not of this machine: the unit runs
+    it, and the artifacts, which are keyed to the box that runs them, are built by the service
+    at its first start (runtime.build_on_start) rather than here."""
+    program = Path("/opt/fastvoice-image-only/.venv/bin/fastvoice")
+    assert not program.exists()
+    install = ["install", "--root", str(empty_tree), "--box", "cpu", "--executable", str(program)]
+    result = run_cli("system", *install)
+    assert result.returncode == 0, result.stderr
+    said = result.stdout.decode()
+    assert f"artifacts: not built here: {program} is not on this machine" in said
+    assert "the service builds them at its first start" in said
+    unit = (empty_tree / "etc/systemd/system/fastvoice.service").read_text()
+    assert f"ExecStart={program} serve" in unit
+    assert list((empty_tree / "var/cache/fastvoice").iterdir()) == []
+
+
 @pytest.mark.parametrize("folder", ["/root", "/home/someone", "/tmp", "/var/tmp"])
 def test_a_program_the_units_sandbox_hides_is_refused_with_the_fix(tree, folder):
     program = Path(folder) / "venv/bin/fastvoice"

@@ -12,6 +12,7 @@ import pytest
 from wyoming.audio import AudioChunk, AudioStart, AudioStop
 from wyoming.client import AsyncTcpClient
 from wyoming.error import Error
+from wyoming.event import async_read_event, async_write_event
 from wyoming.info import Describe, Info
 from wyoming.tts import (
     Synthesize,
@@ -212,17 +213,36 @@ def test_bad_requests_get_error_events_and_the_connection_stays(server):
     assert pcm_of(events).size > 0
 
 
-def test_a_client_sending_junk_is_dropped_and_others_are_served(server):
-    async def junk() -> bytes:
-        reader, writer = await asyncio.open_connection("127.0.0.1", server.port_wyoming)
-        writer.write(b"this is not a wyoming event\n")
-        await writer.drain()
-        closed = await asyncio.wait_for(reader.read(), timeout=30)  # the server hangs up
-        writer.close()
-        return closed
+@pytest.mark.parametrize(
+    ("junk", "named"),
+    [
+        (b"this is not a wyoming event\n", "not a Wyoming event"),
+        (b'["synthesize"]\n', "a JSON object with a `type`"),
+        (b'{"type": "synthesize", "data_length": 4}\n[17]', "synthesize: its data is not"),
+    ],
+    ids=["text", "not_an_object", "data_not_an_object"],
+)
+def test_what_is_not_an_event_gets_an_error_event_and_the_connection_goes_on(server, junk, named):
+    """A line the server cannot read as an event is answered with an `error` event naming the
+    problem; the client's next event, on the same connection, is answered as usual."""
 
-    assert asyncio.run(junk()) == b""
-    events = asyncio.run(exchange(server.port_wyoming, [Synthesize(text="Fine.")], "audio-stop"))
+    async def junk_then_synthesize() -> list:
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port_wyoming)
+        try:
+            writer.write(junk)
+            await async_write_event(Synthesize(text="Fine.").event(), writer)
+            received = []
+            while not received or received[-1].type != "audio-stop":
+                event = await asyncio.wait_for(async_read_event(reader), timeout=60)
+                assert event is not None, f"connection closed after {[e.type for e in received]}"
+                received.append(event)
+            return received
+        finally:
+            writer.close()
+
+    events = asyncio.run(junk_then_synthesize())
+    error = Error.from_event(events[0])
+    assert error.code == "bad_request" and named in error.text, error
     assert pcm_of(events).size > 0
 
 

@@ -20,6 +20,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from daemon.config import HermesConfig
+from daemon.events import Refusal
 from daemon.service.commands import CommandError, SayCommand, parse_json_model
 from daemon.service.settings import Settings
 
@@ -29,14 +30,15 @@ SAY = "hermes/tts/say"
 SAY_FINISHED = "hermes/tts/sayFinished"
 ERROR = "hermes/error/tts"
 Publish = Callable[[str, str, bool], None]  # publish(topic, payload, retain)
-Submit = Callable[[SayCommand], "str | None"]  # None when accepted, else why not
+Submit = Callable[[SayCommand], "Refusal | None"]  # None when accepted, else why not
 PLAIN_LEVEL = r"^[^/#+\x00]{1,128}$"
 
 
 class HermesSay(BaseModel):
-    """The `hermes/tts/say` payload (Rhasspy's TtsSay)."""
+    """The `hermes/tts/say` payload (Rhasspy's TtsSay), by the protocol's names only: a
+    `site_id` is an unknown field, named with the fields there are (`siteId`, ...)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
     text: str = Field(min_length=1)
     site_id: str = Field("default", alias="siteId", pattern=PLAIN_LEVEL)
@@ -110,7 +112,7 @@ class HermesTts:
         if refused is not None:
             with self._lock:
                 self._requests.pop(job_id, None)
-            self._error(refused, say.site_id, say.session_id, context=say.text)
+            self._error(refused.message, say.site_id, say.session_id, context=say.text)
 
     def on_event(self, event: dict[str, Any]) -> None:
         """Job events from the service: the end of a Hermes job answers its request."""

@@ -22,13 +22,21 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from daemon.adapters import http_audio, http_streamed_say, openai_speech
-from daemon.adapters.http_common import WAIT_LIMIT_S, HttpError, HttpPorts, read_body
+from daemon.adapters.http_common import (
+    WAIT_LIMIT_S,
+    HttpError,
+    HttpPorts,
+    job_refused,
+    read_body,
+    unreadable,
+)
 from daemon.audio.encoding import MEDIA_TYPES
 from daemon.audio.sounds import NO_SOUND
 from daemon.service.commands import (
     CommandError,
     SayCommand,
     check_reply_topic,
+    parse_json_model,
     parse_say,
     parse_stop,
     parse_volume,
@@ -49,10 +57,10 @@ class Routes:
         body = await read_body(request, self._limit())
         config = self.ports.door.config
         try:
-            command = parse_say(body, self._limit())
+            command = _say_command(request, body, self._limit())
             check_reply_topic(command, config.mqtt.base_topic, config.mqtt.reply_topic_prefixes)
         except CommandError as error:
-            raise HttpError(422, str(error)) from None
+            raise unreadable(error) from None
         wait = request.query_params.get("wait") in ("1", "true", "yes")
         waiter = None
         watchers = self.ports.watchers
@@ -62,7 +70,7 @@ class Routes:
         try:
             refused = await asyncio.to_thread(self.ports.door.submit, command)
             if refused is not None:
-                raise HttpError(409, refused, id=command.id)
+                raise job_refused(refused, id=command.id)
             if waiter is None:
                 return JSONResponse({"id": command.id, "event": "queued"}, status_code=202)
             try:
@@ -78,7 +86,7 @@ class Routes:
         try:
             command = parse_stop(body, self._limit())
         except CommandError as error:
-            raise HttpError(422, f"stop: {error}") from None
+            raise unreadable(error, "stop") from None
         if command.id is not None:
             if not self.ports.door.stop_job(command.id):
                 raise HttpError(404, f"no job {command.id!r} is playing or queued")
@@ -100,7 +108,7 @@ class Routes:
             try:
                 door.set_volume(parse_volume(body, self._limit()))
             except CommandError as error:
-                raise HttpError(422, f"volume: {error}") from None
+                raise unreadable(error, "volume") from None
         return JSONResponse({"volume": door.volume})
 
     async def voices(self, request: Request) -> Response:
@@ -169,6 +177,16 @@ class Routes:
 
     async def openapi(self, request: Request) -> Response:
         return JSONResponse(openapi_document())
+
+
+def _say_command(request: Request, body: bytes, limit: int) -> SayCommand:
+    """A body declared JSON (by its Content-Type) must be the `say` object; any other is read
+    as MQTT reads a `say` payload (JSON when it starts with `{`, else the text to say), so that
+    a JSON `null` or `[1, 2, 3]` is refused, not spoken."""
+    media_type = request.headers.get("content-type", "").partition(";")[0].strip().lower()
+    if media_type == "application/json" or media_type.endswith("+json"):
+        return parse_json_model(SayCommand, body, limit)
+    return parse_say(body, limit)
 
 
 def openapi_document() -> dict[str, Any]:
@@ -244,7 +262,11 @@ def build_app(ports: HttpPorts) -> Starlette:
         def failure(status: int, message: str, **extra: Any) -> JSONResponse:
             body: dict[str, Any] = {"error": message, **extra}
             if openai_errors:
-                kind = "authentication_error" if status == 401 else "invalid_request_error"
+                kind = "invalid_request_error"
+                if status == 401:
+                    kind = "authentication_error"
+                elif status >= 500:
+                    kind = "server_error"
                 body = {"error": {"message": message, "type": kind, "code": status}}
             headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
             return JSONResponse(body, status_code=status, headers=headers)

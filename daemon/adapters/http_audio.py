@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from daemon.adapters.http_common import HttpError, HttpPorts
+from daemon.adapters.http_common import HttpError, HttpPorts, speech_refused
 from daemon.audio.encoding import MEDIA_TYPES, EncodingError, encoded, resampled
 from daemon.audio.pcm import to_int16
 from daemon.audio.wav import streaming_header
@@ -33,10 +33,9 @@ def _checked(ports: HttpPorts, text: str, voice: str | None, response_format: st
         supported = ", ".join(MEDIA_TYPES)
         raise HttpError(400, f"response_format {response_format!r}: no encoder here ({supported})")
     try:
-        name = ports.door.check(text, voice)
+        return ports.door.check(text, voice)
     except FastvoiceError as error:
-        raise HttpError(400, str(error)) from None
-    return name
+        raise speech_refused(error) from None
 
 
 async def rendered(
@@ -58,7 +57,11 @@ async def rendered(
         blocks, rate = resampled(blocks, rate, output_rate), output_rate
     if streamed:
         producer = _OwnThread(blocks)
-        first = await producer.next()
+        try:
+            first = await producer.next()  # text with nothing to say is refused here, unsent
+        except FastvoiceError as error:
+            await producer.close()
+            raise speech_refused(error) from None
 
         async def stream() -> AsyncIterator[bytes]:
             try:
@@ -113,7 +116,10 @@ async def captioned(
 
 async def _whole(blocks: Iterator[np.ndarray], rate: int, response_format: str) -> bytes:
     """The whole audio in an encoded format (PCM: raw 16-bit samples)."""
-    audio = await asyncio.to_thread(lambda: np.concatenate([np.zeros(0, np.float32), *blocks]))
+    try:
+        audio = await asyncio.to_thread(lambda: np.concatenate([np.zeros(0, np.float32), *blocks]))
+    except FastvoiceError as error:
+        raise speech_refused(error) from None
     try:
         return await asyncio.to_thread(encoded, audio, rate, response_format)
     except (ImportError, EncodingError) as error:

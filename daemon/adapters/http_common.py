@@ -10,12 +10,26 @@ from typing import Any
 
 from starlette.requests import Request
 
-from daemon.events import ENDS
+from daemon.errors import FastvoiceError, reason_code
+from daemon.events import ENDS, Refusal
+from daemon.service.commands import CommandError, UnreadablePayload
 from daemon.service.front_door import FrontDoor
 from daemon.service.metrics import Metrics
 
 BODY_TIMEOUT_S = 10.0  # a body that trickles in slower than this is cut off
 WAIT_LIMIT_S = 600.0  # `?wait=true`: the longest a request waits for its job's end
+# The status of each reason a request is refused for (the reasons of MQTT's `rejected` and
+# `failed` events), the same on every route: what it asks for cannot be spoken (400), its id
+# was taken already (409), the queue is full (503: the same request may be taken later). Any
+# other reason is the box's failure, not the request's (500).
+STATUS_OF_REASON = {
+    "invalid": 400,
+    "bad_text": 400,
+    "bad_voice": 400,
+    "bad_sound": 400,
+    "duplicate": 409,
+    "queue_full": 503,
+}
 
 
 class HttpError(Exception):
@@ -23,6 +37,24 @@ class HttpError(Exception):
         super().__init__(message)
         self.status = status
         self.extra = extra
+
+
+def unreadable(error: CommandError, about: str = "") -> HttpError:
+    """A body the route cannot take: 400 where it is not in the form asked for (UTF-8, a JSON
+    object), 422 where its fields are wrong. `about`: what the message is about ("stop")."""
+    status = 400 if isinstance(error, UnreadablePayload) else 422
+    return HttpError(status, f"{about}: {error}" if about else str(error))
+
+
+def job_refused(refusal: Refusal, **extra: Any) -> HttpError:
+    """A job the front door did not accept, answered by the reason of its `rejected` event."""
+    return HttpError(STATUS_OF_REASON.get(refusal.reason, 500), refusal.message, **extra)
+
+
+def speech_refused(error: FastvoiceError) -> HttpError:
+    """A request's speech refused (its text, voice or sound: the reason every interface
+    reports for it), or the box's failure to make it (500), named."""
+    return HttpError(STATUS_OF_REASON.get(reason_code(error), 500), str(error))
 
 
 @dataclass

@@ -18,7 +18,14 @@ from starlette.datastructures import QueryParams
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from daemon.adapters.http_common import WAIT_LIMIT_S, HttpError, HttpPorts
+from daemon.adapters.http_common import (
+    WAIT_LIMIT_S,
+    HttpError,
+    HttpPorts,
+    job_refused,
+    speech_refused,
+    unreadable,
+)
 from daemon.errors import FastvoiceError
 from daemon.service.commands import CommandError, SayCommand, check_reply_topic, parse_say
 from daemon.service.text_feed import TextFeed
@@ -64,7 +71,7 @@ class _StreamedJob:
             command = parse_say(payload, len(payload))
             check_reply_topic(command, config.mqtt.base_topic, config.mqtt.reply_topic_prefixes)
         except CommandError as error:
-            raise HttpError(422, str(error)) from None
+            raise unreadable(error) from None
         return command
 
     async def speak(self, text: str) -> bool:
@@ -81,7 +88,7 @@ class _StreamedJob:
         self.ports.watchers.waiting[self.command.id] = self.ended
         refused = await asyncio.to_thread(self.ports.door.submit, self.command, False, self.feed)
         if refused is not None:
-            raise HttpError(409, refused, id=self.command.id)
+            raise job_refused(refused, id=self.command.id)
         return True
 
     @property
@@ -121,7 +128,7 @@ async def streamed_say(ports: HttpPorts, request: Request) -> Response:
     try:
         ports.door.voice_info(job.fields.get("voice"))
     except FastvoiceError as error:
-        raise HttpError(409, str(error)) from None  # as /api/say answers it
+        raise speech_refused(error) from None
     try:
         ended_by = await _read_into(job, request)
         if job.command is None:

@@ -41,13 +41,29 @@ MAX_CHUNK_SAMPLES = 16_384  # one audio-chunk event holds at most this much (0.7
 
 
 class EventRefused(Exception):
-    """An event whose header claims more bytes than a request may have; the client is dropped."""
+    """An event whose header claims more bytes than a request may have; the client is told
+    (an `error` event with `code`) and dropped."""
+
+    code = "too_large"
+    resumable = False  # whether the next event can still be read after it
+
+
+class MalformedEvent(EventRefused):
+    """What the client sent is not a Wyoming event (a line that is not a JSON header, data
+    that is not a JSON object): it is told so, and its next event is read when the stream is
+    still in step (it is not where a header's byte counts cannot be read)."""
+
+    code = "bad_request"
+
+    def __init__(self, message: str, resumable: bool = True) -> None:
+        super().__init__(message)
+        self.resumable = resumable
 
 
 async def read_event(reader: asyncio.StreamReader, max_bytes: int):
-    """The next event, or None at the end or on junk. Like wyoming's own reader, but the claimed
-    data and payload lengths are checked before anything is read: that reader would buffer
-    whatever size a client claims."""
+    """The next event, or None at the end of the stream. Like wyoming's own reader, but the
+    claimed data and payload lengths are checked before anything is read (that reader would
+    buffer whatever size a client claims), and what is not an event raises MalformedEvent."""
     try:
         line = await reader.readline()  # the stream's limit bounds the header line
     except ValueError:
@@ -57,27 +73,30 @@ async def read_event(reader: asyncio.StreamReader, max_bytes: int):
     try:
         header = json.loads(line)
     except ValueError:
-        return None
+        shown = line[:60].decode("utf-8", "replace").strip()
+        raise MalformedEvent(f"not a Wyoming event (a JSON header line): {shown!r}") from None
     if not isinstance(header, dict) or not isinstance(header.get("type"), str):
-        return None
+        raise MalformedEvent("an event header is a JSON object with a `type` string")
     lengths = {key: header.get(key) or 0 for key in ("data_length", "payload_length")}
     for key, length in lengths.items():
         if not isinstance(length, int) or length < 0:
-            return None
+            raise MalformedEvent(f"{key}: {length!r} is not a byte count", resumable=False)
         if length > max_bytes:
             raise EventRefused(f"{key} {length} is above the maximum {max_bytes} bytes")
-    data = header.get("data") if isinstance(header.get("data"), dict) else {}
     try:
-        if lengths["data_length"]:
-            extra = json.loads(await reader.readexactly(lengths["data_length"]))
-            if not isinstance(extra, dict):
-                return None
-            data.update(extra)
-        payload = None
-        if lengths["payload_length"]:
-            payload = await reader.readexactly(lengths["payload_length"])
-    except (asyncio.IncompleteReadError, ValueError):
-        return None
+        extra = await reader.readexactly(lengths["data_length"])
+        payload = await reader.readexactly(lengths["payload_length"]) or None
+    except asyncio.IncompleteReadError:
+        return None  # the stream ended inside the event
+    data = header.get("data") if isinstance(header.get("data"), dict) else {}
+    if extra:
+        try:
+            added = json.loads(extra)
+        except ValueError:
+            added = None
+        if not isinstance(added, dict):
+            raise MalformedEvent(f"{header['type']}: its data is not a JSON object")
+        data.update(added)
     return Event(type=header["type"], data=data, payload=payload)
 
 
@@ -133,8 +152,10 @@ class WyomingConnection(AsyncEventHandler):
                 try:
                     event = finished.result()
                 except EventRefused as error:
+                    await self.write_event(Error(text=str(error), code=error.code).event())
+                    if error.resumable:
+                        continue
                     log.warning("wyoming: client dropped: %s", error)
-                    await self.write_event(Error(text=str(error), code="too_large").event())
                     break
                 if event is None or not await self.handle_event(event):
                     break

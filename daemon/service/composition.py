@@ -26,6 +26,7 @@ from daemon.mqtt.voice_installs import VoiceInstalls
 from daemon.runtime.select import create_backend
 from daemon.service.bootsteps import Step, Steps
 from daemon.service.event_sink import EventSink
+from daemon.service.expiry import ExpiryWatch
 from daemon.service.front_door import FrontDoor
 from daemon.service.intake import JobIntake
 from daemon.service.jobs import JobQueue
@@ -69,10 +70,12 @@ class Core:
 
 def build_service(config: Config) -> Service:
     core = _core(config)
+    expiry = ExpiryWatch(core.queue, core.events)
     steps = [
         Step("voices", core.loading.start),
         Step("broker", core.link.start, core.link.stop),
         Step("recovered jobs", core.intake.recover),
+        Step("expiry watch", expiry.start, expiry.shutdown),
         Step("lanes", lambda: _start_lanes(core.lanes), lambda: _stop_lanes(core.lanes)),
         *_interfaces(config, core),
     ]

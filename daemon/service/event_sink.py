@@ -55,6 +55,10 @@ class EventSink:
         # done marker is on the broker before `finished` is).
         self.outbox.publish_json("events", message)
 
+    def expired(self, job: Job) -> None:
+        """The job's `expires_s` ran out before it could start: it is dropped."""
+        self.emit("rejected", job, reason="expired", message="expired before it could start")
+
     def accepted(self) -> None:
         self.counts["accepted"] += 1
 

@@ -14,6 +14,7 @@ import numpy as np
 
 from daemon.audio.player import Player
 from daemon.config import Config
+from daemon.events import Refusal
 from daemon.service.commands import SayCommand
 from daemon.service.event_sink import EventSink, Listener
 from daemon.service.intake import JobIntake
@@ -63,7 +64,7 @@ class FrontDoor:
 
     def submit(
         self, command: SayCommand, durable: bool = True, more_text: TextFeed | None = None
-    ) -> str | None:
+    ) -> Refusal | None:
         """Queues a job: None when accepted, else why not (also sent as a `rejected` event).
         `more_text`: the rest of its text, put there as it arrives."""
         return self._intake.submit(command, durable, more_text)
@@ -76,9 +77,7 @@ class FrontDoor:
         """Stops one job, playing or queued; False when there is no such job."""
         queued = self._queue.remove(job_id)
         if queued is not None:
-            self._events.emit(
-                "interrupted", queued, reason="stopped", message="removed from the queue"
-            )
+            self._stopped_in_queue(queued, "removed from the queue")
             return True
         playing = [lane for lane in self._lanes if _playing(lane, job_id)]
         for lane in playing:
@@ -89,11 +88,17 @@ class FrontDoor:
         """Stops what is playing (and with `everything`, clears the queue)."""
         if everything:
             for job in self._queue.clear():
-                self._events.emit(
-                    "interrupted", job, reason="stopped", message="cleared from the queue"
-                )
+                self._stopped_in_queue(job, "cleared from the queue")
         for lane in self._lanes:
             lane.interrupt("stopped")
+
+    def _stopped_in_queue(self, job: Job, message: str) -> None:
+        """A queued job stopped: `interrupted`, unless its expiry had come (the expiry watch
+        had yet to take it out): then it ended expired, as it would have a moment later."""
+        if self._queue.expired(job):
+            self._events.expired(job)
+        else:
+            self._events.emit("interrupted", job, reason="stopped", message=message)
 
     def jobs(self) -> list[dict[str, Any]]:
         """The jobs playing, then those queued in the order they will play."""

@@ -10,6 +10,7 @@ from typing import Any
 
 from daemon.audio.sounds import SoundLibrary
 from daemon.errors import FastvoiceError
+from daemon.events import Refusal
 from daemon.service.commands import SayCommand
 from daemon.service.event_sink import EventSink
 from daemon.service.jobs import DuplicateJob, Job, JobQueue, QueueFull
@@ -44,7 +45,7 @@ class JobIntake:
 
     def submit(
         self, command: SayCommand, durable: bool = True, more_text: TextFeed | None = None
-    ) -> str | None:
+    ) -> Refusal | None:
         """Checks and queues a command. None when accepted, else why not (also sent as a
         `rejected` event). `durable`: journalled, so that a restart queues it again (a job of
         the fleet's render queue is not: the fleet hands it to another box instead).
@@ -61,13 +62,13 @@ class JobIntake:
                 library.check(name)
         except FastvoiceError as error:
             self.events.emit("rejected", None, id=command.id, reason="invalid", message=str(error))
-            return str(error)
+            return Refusal("invalid", str(error))
         update: dict[str, object] = {"voice": voice, "chime": chime}
         if command.sync and command.at is None:
             lead_s = self.settings.config.queue.sync_lead_s
             update["at"] = round((time.time() + lead_s) * 1000)
         command = command.model_copy(update=update)
-        job = Job(command, script=script, more_text=more_text)
+        job = Job(command, received=self.queue.clock(), script=script, more_text=more_text)
         # Journalled before the queue: a lane may end it at once.
         if self.journal is not None and durable and more_text is None:
             job.journal = self.journal.record(command, time.time())
@@ -83,11 +84,11 @@ class JobIntake:
         if self.journal is None:
             return
         for command, accepted_at, path in self.journal.pending():
-            job = Job(command, journal=path)
-            job.received -= max(0.0, time.time() - accepted_at)  # expiry counts from acceptance
+            waited_s = max(0.0, time.time() - accepted_at)  # expiry counts from acceptance
+            job = Job(command, received=self.queue.clock() - waited_s, journal=path)
             self._enqueue(job, recovered=True)
 
-    def _enqueue(self, job: Job, **fields: Any) -> str | None:
+    def _enqueue(self, job: Job, **fields: Any) -> Refusal | None:
         """Queues a job with its `queued` event; or its `rejected` event and why (which also
         drops its journal entry). `queued` is out before a lane can see the job, so no
         interface ever hears `started` or `failed` first; the lock keeps any other
@@ -98,11 +99,11 @@ class JobIntake:
             except DuplicateJob:
                 message = "this id was already accepted"
                 self.events.emit("rejected", job, reason="duplicate", message=message)
-                return message
+                return Refusal("duplicate", message)
             except QueueFull:
                 message = f"{self.queue.max_jobs} jobs already queued"
                 self.events.emit("rejected", job, reason="queue_full", message=message)
-                return message
+                return Refusal("queue_full", message)
             self.events.accepted()
             depth = len(self.queue) + 1
             priority = job.command.priority

@@ -1,4 +1,5 @@
-"""Jobs and the queue: bounded, ordered by priority then arrival, each id accepted once."""
+"""Jobs and the queue: bounded, ordered by priority then arrival, each id accepted once; a job
+whose `expires_s` runs out before it starts leaves the queue then, paused or not."""
 
 from __future__ import annotations
 
@@ -17,6 +18,9 @@ from daemon.service.text_feed import TextFeed
 from daemon.text.script import Script
 
 SEEN_IDS = 4096
+
+# Seconds on a clock that never jumps (time.monotonic); a test may give the queue its own.
+Clock = Callable[[], float]
 
 
 @dataclass
@@ -40,9 +44,10 @@ class Job:
         return self.command.id
 
     @property
-    def expired(self) -> bool:
+    def expires_at(self) -> float | None:
+        """When it is dropped if it has not started (on the queue's clock); None: never."""
         expires = self.command.expires_s
-        return expires is not None and time.monotonic() - self.received > expires
+        return None if expires is None else self.received + expires
 
     def timings(self) -> dict[str, Any]:
         """Seconds, rounded: queue wait, time to first audio, synthesis, audio, real-time factor."""
@@ -68,8 +73,10 @@ class DuplicateJob(Exception):
 
 
 class JobQueue:
-    def __init__(self, max_jobs: int) -> None:
+    def __init__(self, max_jobs: int, clock: Clock = time.monotonic) -> None:
+        """`clock`: what a job's `received` and its expiry are read on."""
         self.max_jobs = max_jobs
+        self.clock = clock
         self._heap: list[tuple[int, int, Job]] = []
         self._arrival = itertools.count()
         self._seen: OrderedDict[str, None] = OrderedDict()
@@ -102,7 +109,7 @@ class JobQueue:
 
     def get(self, timeout: float, accepts: Callable[[Job], bool] | None = None) -> Job | None:
         """The next job `accepts` takes (best priority, then oldest), or None after `timeout`
-        or while paused."""
+        or while paused. An expired job is never handed out: `take_expired` takes it."""
         deadline = time.monotonic() + timeout
         with self._cond:
             while True:
@@ -120,12 +127,42 @@ class JobQueue:
             return entry[2]
 
     def _best(self, accepts: Callable[[Job], bool] | None) -> int | None:
-        if not self._heap:
-            return None
-        if accepts is None:
+        now = self.clock()
+
+        def takes(job: Job) -> bool:
+            return not _expired(job, now) and (accepts is None or accepts(job))
+
+        if self._heap and takes(self._heap[0][2]):
             return 0
         ranked = sorted(range(len(self._heap)), key=lambda i: self._heap[i][:2])
-        return next((i for i in ranked if accepts(self._heap[i][2])), None)
+        return next((i for i in ranked if takes(self._heap[i][2])), None)
+
+    def take_expired(self, wait_s: float) -> list[Job]:
+        """Takes out the queued jobs whose expiry has come, in queue order, paused or not;
+        waits up to `wait_s` (real seconds) for the first one. [] when none came."""
+        waited_until = time.monotonic() + wait_s
+        with self._cond:
+            while True:
+                now = self.clock()
+                expired = sorted(entry for entry in self._heap if _expired(entry[2], now))
+                if expired:
+                    self._heap = [entry for entry in self._heap if not _expired(entry[2], now)]
+                    heapq.heapify(self._heap)
+                    return [entry[2] for entry in expired]
+                remaining = waited_until - time.monotonic()
+                if remaining <= 0:
+                    return []
+                # Until the first expiry; a push wakes it sooner (its job may expire first).
+                first = self._first_expiry()
+                self._cond.wait(remaining if first is None else min(remaining, first - now))
+
+    def _first_expiry(self) -> float | None:
+        expiries = [job.expires_at for _, _, job in self._heap if job.expires_at is not None]
+        return min(expiries, default=None)
+
+    def expired(self, job: Job) -> bool:
+        """Whether the job's expiry has come (it is queued, or was until just now)."""
+        return _expired(job, self.clock())
 
     def remove(self, job_id: str) -> Job | None:
         """Takes a queued job out (stopped before it started); None if it is not queued."""
@@ -161,3 +198,8 @@ class JobQueue:
     def __len__(self) -> int:
         with self._cond:
             return len(self._heap)
+
+
+def _expired(job: Job, now: float) -> bool:
+    expires_at = job.expires_at
+    return expires_at is not None and now >= expires_at

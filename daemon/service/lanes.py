@@ -103,9 +103,6 @@ class Lane(threading.Thread):
                 self.player.stop()
 
     def _run(self, job: Job) -> None:
-        if job.expired:
-            self.emit("rejected", job, reason="expired", message="expired before it could start")
-            return
         self.current, self._interrupt = job, None
         job.started, job.first_audio, job.synthesis_s, job.audio_s = (
             time.monotonic(),

@@ -59,6 +59,11 @@ class Service:
     def refresh_info(self) -> None:
         self.status.refresh_info()
 
+    def refuse_reload(self, error: str) -> None:
+        """A reload refused (the old config stays): said in status/info as well as the log."""
+        self.settings.refuse_reload(error)
+        self.status.publish_info()
+
     def apply(self, report: ReloadReport) -> None:
         """What a reload changed, given to the parts that keep state of their own (the others
         read the config in force when they use it)."""

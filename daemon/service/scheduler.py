@@ -20,6 +20,7 @@ from pathlib import Path
 from daemon.box.files import replaced_atomically
 from daemon.config import ScheduleEntry
 from daemon.errors import FastvoiceError
+from daemon.events import Refusal
 from daemon.service.commands import SayCommand
 from daemon.service.quiet_hours import local_now
 from daemon.service.settings import Settings
@@ -84,7 +85,7 @@ class Scheduler(threading.Thread):
     def __init__(
         self,
         settings: Settings,
-        submit: Callable[[SayCommand], str | None],
+        submit: Callable[[SayCommand], Refusal | None],
         emit: Callable[..., None],
         synthesizer: Synthesizer,
         state_file: Path,

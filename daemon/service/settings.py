@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel
 
@@ -165,6 +165,19 @@ class ReloadReport:
         return {"time": round(self.time, 3), "changed": self.changed}
 
 
+@dataclass(frozen=True)
+class ReloadAttempt:
+    """The last SIGHUP's outcome: a refused one changes nothing, so only this tells an operator
+    (in status/info, /api/status) that the file on disk is not the config in force."""
+
+    time: float
+    outcome: Literal["applied", "refused"]
+    error: str | None = None  # why it was refused: the bad key and value
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"time": round(self.time, 3), "outcome": self.outcome, "error": self.error}
+
+
 class Settings:
     """The config in force (`config`), as it was at start for restart-only keys."""
 
@@ -172,6 +185,7 @@ class Settings:
         self.config = config
         self.started = config
         self.last_reload: ReloadReport | None = None
+        self.last_reload_attempt: ReloadAttempt | None = None
         self._lock = threading.Lock()
 
     def reload(self, loaded: Config) -> ReloadReport:
@@ -188,7 +202,13 @@ class Settings:
             changed = changed_keys(self.config, in_force)
             self.config = in_force
             self.last_reload = ReloadReport(time.time(), changed, restart_needed)
+            self.last_reload_attempt = ReloadAttempt(self.last_reload.time, "applied")
             return self.last_reload
+
+    def refuse_reload(self, error: str) -> None:
+        """A reload whose file could not be read or validated: the config in force stays."""
+        with self._lock:
+            self.last_reload_attempt = ReloadAttempt(time.time(), "refused", error)
 
     @property
     def restart_needed(self) -> list[str]:

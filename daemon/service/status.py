@@ -108,7 +108,7 @@ class StatusReport:
         except FastvoiceError as error:
             target = f"unavailable: {error}"
         backend = self.voices.backend
-        last_reload = self.settings.last_reload
+        last_reload, attempt = self.settings.last_reload, self.settings.last_reload_attempt
         quiet = quiet_for(self.settings.config)
         info = {
             "v": 1,
@@ -130,6 +130,7 @@ class StatusReport:
             "artifacts_problem": self.loading.artifacts_problem,
             "mqtt_problem": self.link.problem,
             "config_reload": None if last_reload is None else last_reload.as_dict(),
+            "config_reload_attempt": None if attempt is None else attempt.as_dict(),
             "restart_needed": self.settings.restart_needed,
             "quiet_hours_now": None if quiet is None else quiet.as_dict(),
             "clock": clock_state(),

@@ -85,6 +85,7 @@ class Supervisor:
         except FastvoiceError as error:
             log.error("config reload refused, keeping the old config: %s", error)
             sdnotify.notify(f"STATUS=config reload refused: {str(error).splitlines()[0]}")
+            self.service.refuse_reload(str(error))
             return
         report = self.service.settings.reload(loaded)
         self.service.apply(report)

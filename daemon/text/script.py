@@ -28,6 +28,13 @@ def join_words(pieces: Iterable[str]) -> str:
     return joined
 
 
+def split_closing(text: str) -> tuple[str, str]:
+    """The closing punctuation `text` starts with, which ends the words before it (the full
+    stop after inline phonemes), and the rest of the text."""
+    rest = text.lstrip("".join(_CLOSING))
+    return text[: len(text) - len(rest)], rest.strip()
+
+
 @dataclass(frozen=True)
 class Utterance:
     """One synthesis call: a sentence, or a piece of one where the voice, rate or volume changes.

@@ -89,6 +89,16 @@ class Voice(ABC):
         known = ", ".join(names) if names else "it has one speaker, 0"
         raise VoiceError(f"voice {self.info.name!r}: unknown speaker {speaker!r} ({known})")
 
+    def refuse_unused(self, options: SpeechOptions, unused: tuple[str, ...]) -> None:
+        """VoiceError naming the options among `unused` that a request set: a setting the voice
+        has no use for, dropped in silence, would look applied."""
+        default = SpeechOptions()
+        asked = [name for name in unused if getattr(options, name) != getattr(default, name)]
+        if asked:
+            raise VoiceError(
+                f"voice {self.info.name!r} ({self.info.family}) does not take {', '.join(asked)}"
+            )
+
     def check_utterance(self, utterance: Utterance) -> None:
         """Raises TextError for what this voice cannot do: by default, phonemes or a rate."""
         if any(isinstance(part, Phonemes) for part in utterance.parts):

@@ -25,6 +25,11 @@ class CatalogError(VoiceInstallError):
     """The catalogue cannot be read, or an entry of it is not usable."""
 
 
+class CatalogUnreachable(CatalogError):
+    """The catalogue's location cannot be read (an offline box, a server down, no such file):
+    what is on the box can still be listed."""
+
+
 class _Upstream(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True, defer_build=True)
 
@@ -133,11 +138,11 @@ def read_bytes(location: str, limit: int = MAX_CATALOG_BYTES) -> bytes:
             with Path(location).open("rb") as handle:
                 data = handle.read(limit + 1)
     except urllib.error.HTTPError as error:
-        raise CatalogError(f"{location}: HTTP {error.code} {error.reason}") from None
+        raise CatalogUnreachable(f"{location}: HTTP {error.code} {error.reason}") from None
     except urllib.error.URLError as error:
-        raise CatalogError(f"{location}: cannot connect ({error.reason})") from None
+        raise CatalogUnreachable(f"{location}: cannot connect ({error.reason})") from None
     except OSError as error:
-        raise CatalogError(f"{location}: cannot read ({error.strerror or error})") from None
+        raise CatalogUnreachable(f"{location}: cannot read ({error.strerror or error})") from None
     if len(data) > limit:
         raise CatalogError(f"{location}: larger than {limit} bytes")
     return data

@@ -46,7 +46,7 @@ MAX_TRIALS = 100  # draws that may come back "end" before the minimum length, th
 # frontend splits them): the LLM was trained on sentences, not paragraphs.
 MAX_TEXT_TOKENS = 80
 MEL_CACHE_FRAMES = 8  # HiFT's cache between streamed chunks; its samples are cross-faded
-NOT_TAKEN = ("length_scale", "noise_scale", "noise_w")
+NOT_TAKEN = ("length_scale", "noise_scale", "noise_w", "rate")
 
 
 class CosyVoice2Voice(Voice):
@@ -109,11 +109,7 @@ class CosyVoice2Voice(Voice):
     def synthesize_sentence(
         self, sentence: str | tuple[Part, ...], options: SpeechOptions
     ) -> Iterator[AudioPiece]:
-        asked = [name for name in NOT_TAKEN if getattr(options, name) is not None]
-        if options.rate != 1.0:
-            asked.append("rate")
-        if asked:
-            raise VoiceError(f"voice {self.name!r} (cosyvoice2) does not take {', '.join(asked)}")
+        self.refuse_unused(options, NOT_TAKEN)
         if not isinstance(sentence, str):
             self.check_utterance(Utterance(sentence))
             sentence = join_words(str(part) for part in sentence)

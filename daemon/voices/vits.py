@@ -20,7 +20,7 @@ from daemon.runtime import scheduling
 from daemon.runtime.artifacts import source_identity
 from daemon.runtime.base import Backend, Stage
 from daemon.runtime.scheduling import FRAMES_PER_CHARACTER
-from daemon.text.script import Part, Phonemes, Utterance, join_words
+from daemon.text.script import Part, Phonemes, Utterance, join_words, split_closing
 from daemon.voices import espeak, loudness, word_timing
 from daemon.voices.base import SpeechOptions, Voice, VoiceInfo
 from daemon.voices.piper_files import (
@@ -172,13 +172,17 @@ class VitsVoice(Voice):
             return self._phonemize(join_words(str(part) for part in parts))
         joined: list[str] = []
         for part in parts:
-            if joined:
-                joined.append(" ")
             if isinstance(part, Phonemes):
-                joined.extend(_symbols(part))
+                closing, words = "", _symbols(part)
             else:
-                for said in self._phonemize(part):
-                    joined.extend(said)
+                # The punctuation closing the phonemes before it goes in as their symbols:
+                # phonemized alone, espeak-ng drops a full stop and reads "!" as a word.
+                closing, rest = split_closing(part)
+                words = [symbol for said in self._phonemize(rest) for symbol in said]
+            joined.extend(symbol for symbol in closing if symbol in self.piper.phoneme_id_map)
+            if joined and words:
+                joined.append(" ")
+            joined.extend(words)
         return [joined]
 
     def _phonemize(self, text: str) -> list[list[str]]:
