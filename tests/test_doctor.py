@@ -109,3 +109,12 @@ def test_a_box_without_a_sound_card_writes_files_and_doctor_checks_their_folder(
     files = findings["audio files"]
     assert code == 1 and files["status"] == "fail", files
     assert f"{occupied} is not a directory" in files["detail"] and "audio.file_dir" in files["fix"]
+
+
+def test_each_voice_is_judged_at_the_precision_the_config_asks_for(tmp_path):
+    """`runtime.precision: exact` is what the service loads: doctor says so, not `auto`."""
+    _, findings = doctor(
+        tmp_path, dict(os.environ), runtime={"precision": "exact"}, mqtt={"port": 9}
+    )
+    detail = findings["voice en_US-joe-medium"]["detail"]
+    assert "; precision exact" in detail and "precision auto" not in detail, detail

@@ -184,7 +184,9 @@ def _voices(config: Config) -> list[Finding]:
     from edge_build.build import missing_artifacts
 
     store = config.runtime.artifact_dir or default_store()
-    registry = VoiceRegistry(config, OrtCpuBackend(threads=1, artifact_store=store))
+    # At the config's precision: what the service will load, not what `auto` would.
+    backend = OrtCpuBackend(threads=1, artifact_store=store, precision=config.runtime.precision)
+    registry = VoiceRegistry(config, backend)
     findings = []
     usable = registry.usable()
     for name in registry.names:
