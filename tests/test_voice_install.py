@@ -4,6 +4,7 @@ download checked; what a cut, a damaged file, a full disk or a wrong name does."
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import wave
 from pathlib import Path
@@ -110,6 +111,32 @@ def test_install_checks_builds_and_speaks_german(tmp_path, catalog_server, mirro
     shown = json.loads(voices(config, "show", GERMAN, "--json").stdout)
     assert shown["installed"] and shown["catalogue"]["language"] == "de_DE"
     assert shown["loudness"]["lufs"]["single"] < -10
+
+
+def test_install_under_auto_precision_needs_no_pesq(tmp_path, catalog_server):
+    """A box installs from wheels, and pesq has none: `voices install` under `precision: auto`
+    (the gate's windows judged) goes through without it, and the build's record says what the
+    gate judged by. pesq is hidden by a module of that name that fails to import, as on a box
+    where it is not installed."""
+    hidden = tmp_path / "no-pesq"
+    hidden.mkdir()
+    (hidden / "pesq.py").write_text("raise ImportError('No module named pesq')\n")
+    config = box_config(tmp_path, catalog_server)
+    data = json.loads(config.read_text())
+    config.write_text(json.dumps({**data, "runtime": {**data["runtime"], "precision": "auto"}}))
+    env = {**os.environ, "PYTHONPATH": str(hidden)}
+    result = run_cli("voices", "install", GERMAN, "--config", str(config), env=env, timeout=600)
+    assert result.returncode == 0, result.stderr
+    assert "PESQ not measured" in result.stdout.decode()
+    choices = [
+        json.loads(manifest.read_text())
+        for manifest in (tmp_path / "artifacts").glob("*/manifest.json")
+        if json.loads(manifest.read_text())["kind"] == "ort-precision-choice"
+    ]
+    assert len(choices) == 1, choices
+    judged = choices[0]["approximated"]
+    assert judged["pesq_mean"] is None and "PESQ" not in judged["judged_by"]
+    assert "worst block" in judged["judged_by"]
 
 
 def test_unknown_name_is_refused_before_any_download(tmp_path, catalog_server):
