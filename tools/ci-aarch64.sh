@@ -90,7 +90,8 @@ touch /opt/fastvoice/.venv/installed
 fastvoice=/opt/fastvoice/.venv/bin/fastvoice
 step "installed from wheels"
 
-port=18830
+# A free port of the host's (the root shares its network): other brokers may be running.
+port=$(/opt/fastvoice/.venv/bin/python -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 mkdir -p /etc/fastvoice /var/lib/fastvoice/out
 cat > /etc/mosquitto/ci.conf <<EOF
 listener $port 127.0.0.1
