@@ -235,9 +235,17 @@ def test_auto_loads_the_gate_choice_and_it_says_the_same_sentence(built):
         pieces = voices[precision].synthesize_sentence("毎朝7時に開店いたします。", SpeechOptions())
         return np.concatenate([p.samples for p in pieces])
 
+    def envelope(samples: np.ndarray, block: int = 480) -> np.ndarray:  # 20 ms at 24 kHz
+        usable = len(samples) // block * block
+        return np.sqrt(np.mean(samples[:usable].reshape(-1, block) ** 2, axis=1))
+
     published, variant = audio("fp32"), audio("int8")
     assert abs(len(variant) - len(published)) <= 0.01 * len(published)
-    assert np.corrcoef(published[: len(variant)], variant[: len(published)])[0, 1] > 0.8
+    # The same sentence, judged by its loudness over time, not its waveform: the int8 decoder's
+    # phase follows the CPU's kernels (on an AVX-512 VNNI CPU the waveforms correlate at -0.27
+    # with wideband PESQ 4.12; the envelopes at 0.99, and another sentence's at 0.15).
+    length = min(len(published), len(variant))
+    assert np.corrcoef(envelope(published[:length]), envelope(variant[:length]))[0, 1] > 0.9
 
 
 def test_words_are_timed_by_the_graphs_durations_where_they_sound(built, tmp_path):
