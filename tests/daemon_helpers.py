@@ -131,10 +131,11 @@ def fleet_box(broker: Broker, env: dict[str, str], directory: Path, fleet: str, 
     )
 
 
-def front_door_of(synthesizer, settings=None):
+def front_door_of(synthesizer, settings=None, queue=None, events=None):
     """The service's front door around `synthesizer`, built of the real parts (a queue, an
     intake, events, a player) but with no lane, no broker and no device: for the adapters'
-    requests answered beside the queue (Wyoming, HTTP audio)."""
+    requests answered beside the queue (Wyoming, HTTP audio). `queue` and `events`: the test's
+    own (a queue on its clock, events it reads)."""
     from daemon.audio.player import Player
     from daemon.service.event_sink import EventSink
     from daemon.service.front_door import FrontDoor
@@ -143,8 +144,10 @@ def front_door_of(synthesizer, settings=None):
     from daemon.service.outbox import Outbox
 
     settings = settings or synthesizer.settings
-    queue = JobQueue(settings.config.queue.max_jobs)
-    events = EventSink(Outbox(settings.config.mqtt.base_topic))
+    if queue is None:  # not `or`: an empty queue is falsy
+        queue = JobQueue(settings.config.queue.max_jobs)
+    if events is None:
+        events = EventSink(Outbox(settings.config.mqtt.base_topic))
     voices = synthesizer.voices
     intake = JobIntake(
         settings=settings, voices=voices, queue=queue, journal=None, events=events, lanes=[]

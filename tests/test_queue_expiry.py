@@ -13,15 +13,13 @@ from typing import Any
 import httpx
 import pytest
 
-from daemon.audio.player import Player
 from daemon.service.commands import SayCommand
 from daemon.service.event_sink import EventSink
 from daemon.service.expiry import ExpiryWatch
 from daemon.service.front_door import FrontDoor
-from daemon.service.intake import JobIntake
 from daemon.service.jobs import JobQueue
 from daemon.service.outbox import Outbox
-from tests.daemon_helpers import Daemon, say
+from tests.daemon_helpers import Daemon, front_door_of, say
 from tests.mqtt_helpers import free_port
 
 
@@ -71,23 +69,7 @@ def parts(synthesizer) -> Parts:
     sent: list[dict[str, Any]] = []
     outbox.attach(lambda _topic, payload, _retain: sent.append(json.loads(payload)))
     events = EventSink(outbox)
-    intake = JobIntake(
-        settings=settings,
-        voices=synthesizer.voices,
-        queue=queue,
-        journal=None,
-        events=events,
-        lanes=[],
-    )
-    door = FrontDoor(
-        settings=settings,
-        intake=intake,
-        queue=queue,
-        lanes=[],
-        player=Player(),
-        synthesizer=synthesizer,
-        events=events,
-    )
+    door = front_door_of(synthesizer, settings, queue, events)
     door.set_paused(True)
     return Parts(clock, queue, events, door, sent)
 
