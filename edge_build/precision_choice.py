@@ -14,7 +14,7 @@ from daemon.runtime.ort_cpu import OrtCpuBackend
 from daemon.voices.base import Voice
 from edge_build.artifact_writer import BuildResult
 from edge_build.ort_optimize import write_precision_choice
-from edge_build.quality_gate import ENGLISH, GateSet, evaluate
+from edge_build.quality_gate import ENGLISH, PESQ_MISSING, GateSet, evaluate
 
 
 @dataclass
@@ -44,8 +44,11 @@ def settle_precision(
     `approximate`: what else the chosen voice may approximate, judged by its own gate."""
     started = time.perf_counter()
     choice = OrtCpuBackend(artifact_store=store).precision_choice(model)[0]
-    unjudged = approximate is not None and "approximated" not in (choice.manifest if choice else {})
-    if choice is None or again or unjudged:
+    recorded = choice.manifest if choice is not None else {}
+    unjudged = approximate is not None and "approximated" not in recorded
+    # Judged where the pesq package was missing, and it is installed now (the `gate` extra).
+    pesq_since = PESQ_MISSING in recorded.get("reason", "") and gate.pesq() is not None
+    if choice is None or again or unjudged or pesq_since:
         chosen, reason, verdicts = evaluate(load, candidates, gate)
         verdict = {"chosen": chosen, "reason": reason, "verdicts": [v.as_dict() for v in verdicts]}
         if approximate is not None:

@@ -142,11 +142,6 @@ def pesq_scorer() -> PesqScore | None:
     return wideband_pesq
 
 
-def no_pesq() -> PesqScore | None:
-    """For a GateSet judged as on a box without the `pesq` package (aarch64, a minimal image)."""
-    return None
-
-
 @dataclass(frozen=True)
 class GateSet:
     """What a family's variants are judged on: sentences, the options they are spoken with,

@@ -102,7 +102,10 @@ def judge_context(
         verdict.wer = word_error_rate(texts, [transcribe(w, rate) for _, w in pairs])
     verdict.work_saved = _work_saved(voice, decodes, gate)
     problems = []
-    if score is not None and (verdict.pesq_mean < MIN_MEAN_PESQ or min(scores) < MIN_WORST_PESQ):
+    pesq_worst = verdict.pesq_worst
+    if pesq_worst is not None and (
+        verdict.pesq_mean < MIN_MEAN_PESQ or pesq_worst < MIN_WORST_PESQ
+    ):
         problems.append(f"PESQ below {MIN_MEAN_PESQ} mean or {MIN_WORST_PESQ} worst")
     if verdict.log_spectral_distance_db > MAX_LOG_SPECTRAL_DISTANCE_DB:
         problems.append(f"distance above {MAX_LOG_SPECTRAL_DISTANCE_DB} dB")

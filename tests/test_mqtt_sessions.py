@@ -60,3 +60,35 @@ def test_a_shared_client_id_is_named_in_the_log_and_status(broker, alsa, tmp_pat
             second.stop()
     finally:
         first.stop()
+
+
+def test_what_waits_for_the_broker_goes_in_order_and_is_bounded(broker, monkeypatch):
+    """Published before the broker accepted the service, events wait and go first, in order;
+    a broker away for good (a box used over HTTP only) does not grow memory: the newest stay."""
+    from daemon.mqtt import broker as mqtt_broker
+    from tests.mqtt_helpers import Recorder
+
+    monkeypatch.setattr(mqtt_broker, "BACKLOG_MAX", 5)
+    base = f"fastvoice/backlog-{uuid.uuid4().hex[:6]}"
+    config = parse_config({"mqtt": {"port": broker.port, "base_topic": base}}).mqtt
+    link = mqtt_broker.MqttLink(config)
+    link.route({"say": lambda _payload: None})
+    recorder = Recorder(broker.port, base)
+    try:
+        assert recorder.connected.wait(30)
+        recorder.subscribe(f"{base}/#")
+        for number in range(8):  # not connected yet: kept, the 3 oldest let go
+            link.publish(link.topic("events"), json.dumps({"n": number}))
+        link.start()
+        recorder.wait_for(lambda topic, payload: payload == b'{"n": 7}', timeout=30)
+        link.publish(link.topic("events"), json.dumps({"n": 8}))
+        recorder.wait_for(lambda topic, payload: payload == b'{"n": 8}', timeout=30)
+        numbers = [
+            json.loads(payload)["n"]
+            for topic, payload, _ in recorder.drain()
+            if topic == f"{base}/events"
+        ]
+        assert numbers == [3, 4, 5, 6, 7, 8]
+    finally:
+        link.stop()
+        recorder.close()

@@ -107,6 +107,21 @@ def test_the_expiry_watch_drops_a_job_at_its_expiry_with_its_event(parts):
         watch.shutdown()
 
 
+def test_a_job_queued_again_to_resume_no_longer_expires(parts):
+    """Cut off by a critical announcement, a job that started waits to resume: its expiry was
+    about starting, and it did."""
+    job_id = parts.submit("cut-off", expires_s=2)
+    job = parts.queue.get(timeout=0)  # not while paused
+    assert job is None
+    parts.door.set_paused(False)
+    job = parts.queue.get(timeout=0)
+    assert job is not None and job.id == job_id
+    job.started = parts.clock()
+    parts.queue.push(job)  # as the lane does with `will_resume`
+    parts.clock.advance(10)
+    assert parts.queue.take_expired(wait_s=0) == [] and parts.queued_ids() == [job_id]
+
+
 @pytest.mark.parametrize("stop", ["all", "each by id"])
 def test_a_stop_reports_a_job_whose_expiry_had_come_as_expired(parts, stop):
     """No watch runs here: the job's expiry came, but nothing took it out yet."""

@@ -116,8 +116,8 @@ def test_install_checks_builds_and_speaks_german(tmp_path, catalog_server, mirro
 def test_install_under_auto_precision_needs_no_pesq(tmp_path, catalog_server):
     """A box installs from wheels, and pesq has none: `voices install` under `precision: auto`
     (the gate's windows judged) goes through without it, and the build's record says what the
-    gate judged by. pesq is hidden by a module of that name that fails to import, as on a box
-    where it is not installed."""
+    gate judged by; once pesq is there, the next build judges again with it. pesq is hidden by a
+    module of that name that fails to import, as on a box where it is not installed."""
     hidden = tmp_path / "no-pesq"
     hidden.mkdir()
     (hidden / "pesq.py").write_text("raise ImportError('No module named pesq')\n")
@@ -128,15 +128,25 @@ def test_install_under_auto_precision_needs_no_pesq(tmp_path, catalog_server):
     result = run_cli("voices", "install", GERMAN, "--config", str(config), env=env, timeout=600)
     assert result.returncode == 0, result.stderr
     assert "PESQ not measured" in result.stdout.decode()
-    choices = [
-        json.loads(manifest.read_text())
-        for manifest in (tmp_path / "artifacts").glob("*/manifest.json")
-        if json.loads(manifest.read_text())["kind"] == "ort-precision-choice"
-    ]
+
+    def precision_choices() -> list[dict]:
+        manifests = [
+            json.loads(m.read_text()) for m in (tmp_path / "artifacts").glob("*/manifest.json")
+        ]
+        return [m for m in manifests if m.get("kind") == "ort-precision-choice"]
+
+    choices = precision_choices()
     assert len(choices) == 1, choices
     judged = choices[0]["approximated"]
     assert judged["pesq_mean"] is None and "PESQ" not in judged["judged_by"]
     assert "worst block" in judged["judged_by"]
+    # pesq installed since (the `gate` extra): the next build judges again, with it (and builds
+    # the embedded voice, judged with it from the start).
+    rebuilt = run_cli("build", "--config", str(config), timeout=900)
+    assert rebuilt.returncode == 0, rebuilt.stderr
+    assert "PESQ not measured" not in rebuilt.stdout.decode()
+    judged_again = [choice["approximated"]["judged_by"] for choice in precision_choices()]
+    assert len(judged_again) == 2 and all("PESQ" in by for by in judged_again), judged_again
 
 
 def test_unknown_name_is_refused_before_any_download(tmp_path, catalog_server):

@@ -2,10 +2,15 @@
 
 A box (a Jetson container, Raspberry Pi OS Lite) has no compiler, so each package must come as
 a wheel for its platform and Python. pip's resolver is asked, for each box class below, to
-install the extras from wheels only (`--dry-run`: nothing is installed). One exception is
-allowed and checked: a pure-Python source package (num2words asks for docopt, which is published
-only as source) is built here into a `py3-none-any` wheel first, which proves it holds no native
-code. Run by CI (.ci/run); exits 1 naming the box class and pip's complaint.
+install the extras from wheels only (`--dry-run`: nothing is installed), with every manylinux
+tag the box's glibc takes. One exception is allowed and checked: a pure-Python source package
+(num2words asks for docopt, which is published only as source) is built here into a
+`py3-none-any` wheel first, which proves it holds no native code. Run by CI (.ci/run); exits 1
+naming the box class and pip's complaint.
+
+What it does not see: pip evaluates environment markers (`python_version`, `platform_machine`)
+as on this host, so a dependency only a Python 3.10 or an aarch64 box asks for is not resolved
+here. The aarch64 stage (tools/ci-aarch64.sh) installs for real on aarch64 with Python 3.11.
 
     python3 tools/check_wheels.py
 """
@@ -20,20 +25,20 @@ from pathlib import Path
 import tomllib
 
 REPO = Path(__file__).resolve().parent.parent
-# (the box class, pip's platform tags, Python version): JetPack 6 ships Python 3.10, Raspberry
-# Pi OS (Debian 12) 3.11.
+
+
+def manylinux(machine: str, glibc_minor: int) -> tuple[str, ...]:
+    """Every manylinux tag a box with glibc 2.`glibc_minor` installs (pip takes them as given)."""
+    tags = [f"manylinux_2_{minor}_{machine}" for minor in range(glibc_minor, 16, -1)]
+    return (*tags, f"manylinux2014_{machine}")
+
+
+# (the box class, pip's platform tags, Python version): JetPack 6 (Ubuntu 22.04, glibc 2.35)
+# ships Python 3.10; Raspberry Pi OS and Debian 12 (glibc 2.36) Python 3.11.
 BOXES = (
-    ("x86_64, Python 3.11", ("manylinux_2_28_x86_64", "manylinux2014_x86_64"), "3.11"),
-    (
-        "aarch64 (Jetson, JetPack 6), Python 3.10",
-        ("manylinux_2_28_aarch64", "manylinux2014_aarch64"),
-        "3.10",
-    ),
-    (
-        "aarch64 (Raspberry Pi 5, Debian 12), Python 3.11",
-        ("manylinux_2_28_aarch64", "manylinux2014_aarch64"),
-        "3.11",
-    ),
+    ("x86_64 (Debian 12), Python 3.11", manylinux("x86_64", 36), "3.11"),
+    ("aarch64 (Jetson, JetPack 6), Python 3.10", manylinux("aarch64", 35), "3.10"),
+    ("aarch64 (Raspberry Pi 5, Debian 12), Python 3.11", manylinux("aarch64", 36), "3.11"),
 )
 EXTRAS = (("cpu",), ("cpu", "kokoro"))
 PURE_PYTHON_SOURCES = ("docopt",)

@@ -40,10 +40,19 @@ fi
 
 mkdir -p "$cache/pip-arm64"
 if [ ! -s "$root_tar" ]; then
-    # The host's own Debian sources: the same archive its packages come from.
-    sources=(/etc/apt/sources.list.d/*.sources)
+    # The host's own Debian sources: the same archive its packages come from (a Debian 12 host;
+    # the root is bookworm whatever the host runs).
+    sources=(/etc/apt/sources.list.d/debian.sources /etc/apt/sources.list)
+    existing=()
+    for file in "${sources[@]}"; do
+        if [ -s "$file" ]; then existing+=("$file"); fi
+    done
+    if [ "${#existing[@]}" -eq 0 ]; then
+        echo "ci-aarch64: no Debian sources on this host to make the root from" >&2
+        exit 1
+    fi
     mmdebstrap --quiet --architectures=arm64 --variant=minbase --include="$packages" \
-        --format=tar bookworm "$root_tar.part" "${sources[@]}"
+        --format=tar bookworm "$root_tar.part" "${existing[@]}"
     mv "$root_tar.part" "$root_tar"
     date +%s > "$root_tar.key"  # a new root: venvs made in the last one do not fit it
 fi
@@ -52,14 +61,15 @@ venv_tar="$cache/arm64-venv-$(cat pyproject.toml "$root_tar.key" | md5sum | cut 
 
 root="$(mktemp -d)"
 cleanup() {
+    set +e  # every step of the cleanup runs, whatever one of them says
     # The venv is kept once its install went through, whatever came after.
     if [ ! -s "$venv_tar" ] && [ -e "$root/opt/fastvoice/.venv/installed" ]; then
         tar -cf "$venv_tar.part" -C "$root" opt/fastvoice/.venv && mv "$venv_tar.part" "$venv_tar"
     fi
     for mounted in "$root/var/cache/pip" "$root/proc" "$root/dev"; do
-        mountpoint -q "$mounted" && umount -l "$mounted"
+        if mountpoint -q "$mounted"; then umount -l "$mounted"; fi
     done
-    rm -rf "$root"
+    rm -rf --one-file-system "$root"
 }
 trap cleanup EXIT
 tar -xf "$root_tar" -C "$root"
@@ -113,7 +123,11 @@ mosquitto -c /etc/mosquitto/ci.conf &
 broker=$!
 "$fastvoice" serve &
 service=$!
-trap 'kill "$service" "$broker" 2>/dev/null || true' EXIT
+stop_all() {  # the service and the broker end before the root is taken down
+    kill "$service" "$broker" 2>/dev/null || true
+    wait "$service" "$broker" 2>/dev/null || true
+}
+trap stop_all EXIT
 # Ready when its retained status says online (it subscribes to its topics before saying so).
 /opt/fastvoice/.venv/bin/python - "$port" <<'EOF'
 import sys

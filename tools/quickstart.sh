@@ -5,11 +5,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 TEXT="${1:-Hello. This is fastvoice, speaking offline with its embedded voice.}"
 
-if ! dpkg -s libportaudio2 >/dev/null 2>&1 && command -v apt-get >/dev/null; then
+# Debian and Ubuntu ship python3 without venv (python3-venv) and PortAudio (libportaudio2).
+missing=()
+python3 -c 'import ensurepip' >/dev/null 2>&1 || missing+=(python3-venv)
+dpkg -s libportaudio2 >/dev/null 2>&1 || missing+=(libportaudio2)
+if [ "${#missing[@]}" -gt 0 ] && command -v apt-get >/dev/null; then
     SUDO=""
     if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
     $SUDO apt-get update -qq && $SUDO env DEBIAN_FRONTEND=noninteractive \
-        apt-get install -y -qq libportaudio2 || echo "no PortAudio: fastvoice can still write WAV files"
+        apt-get install -y -qq "${missing[@]}" || echo "could not install ${missing[*]}"
 fi
 python3 -m venv .venv
 .venv/bin/pip install -q --upgrade pip

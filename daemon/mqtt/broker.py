@@ -32,6 +32,9 @@ MAX_CLIENT_ID = 64
 SHORT_SESSION_S = 20.0
 TAKEOVERS = 3
 TAKEOVER_WINDOW_S = 120.0
+# Messages kept for a broker that is away: a day's stats and status with thousands of job
+# events, in a few MB; beyond it the oldest go (the events of jobs long ended).
+BACKLOG_MAX = 10_000
 
 Handler = Callable[[bytes], None]
 TopicHandler = Callable[[str, bytes], None]
@@ -100,9 +103,11 @@ class MqttLink:
         self.online_listeners: list[Callable[[], None]] = []
         self.connected = False
         # What was published while not connected (QoS 1 and 2: QoS 0 is dropped, as paho does),
-        # sent in order before anything newer; the lock keeps a publish from overtaking it.
-        self._backlog: deque[tuple[str, bytes | str, bool]] = deque()
+        # sent in order before anything newer; the lock keeps a publish from overtaking it. A box
+        # whose broker is gone for good (one used over HTTP or Wyoming only) keeps the newest.
+        self._backlog: deque[tuple[str, bytes | str, bool]] = deque(maxlen=BACKLOG_MAX)
         self._publishing = threading.Lock()
+        self._dropped = 0  # messages the full backlog let go since the last connection
         self._stopping = False  # a clean stop's disconnect is not a lost connection
         self.client_id = default_client_id(config)
         self.problem: str | None = None
@@ -151,6 +156,13 @@ class MqttLink:
             if self.connected:
                 self.client.publish(topic, payload, qos=self.config.qos, retain=retain)
             elif self.config.qos > 0:
+                if len(self._backlog) == BACKLOG_MAX:
+                    self._dropped += 1
+                    if self._dropped == 1:
+                        log.warning(
+                            "no broker: over %d messages wait for it, the oldest are dropped",
+                            BACKLOG_MAX,
+                        )
                 self._backlog.append((topic, payload, retain))
 
     def _on_connect(self, client, _userdata, _flags, reason_code, _properties) -> None:
@@ -172,6 +184,9 @@ class MqttLink:
             while self._backlog:
                 topic, payload, retain = self._backlog.popleft()
                 client.publish(topic, payload, qos=self.config.qos, retain=retain)
+            if self._dropped:
+                log.warning("%d messages were dropped while the broker was away", self._dropped)
+            self._dropped = 0
             self.connected = True
         for listener in self.online_listeners:
             try:

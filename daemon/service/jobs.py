@@ -45,9 +45,10 @@ class Job:
 
     @property
     def expires_at(self) -> float | None:
-        """When it is dropped if it has not started (on the queue's clock); None: never."""
+        """When it is dropped if it has not started (on the queue's clock); None: never (a job
+        that started, queued again to resume after a critical one, no longer expires)."""
         expires = self.command.expires_s
-        return None if expires is None else self.received + expires
+        return None if expires is None or self.started is not None else self.received + expires
 
     def timings(self) -> dict[str, Any]:
         """Seconds, rounded: queue wait, time to first audio, synthesis, audio, real-time factor."""
