@@ -75,7 +75,10 @@ def _audio(config: Config) -> list[Finding]:
     device, file_dir = config.audio.device, config.audio.file_dir
     files = [] if file_dir is None else [_file_dir(file_dir)]
     if device == NO_DEVICE:
-        detail = f"none (no sound card): each played job is written to {file_dir} as <job id>.wav"
+        detail = (
+            f"none (no sound card): each job the service plays is written to {file_dir} as "
+            "<job id>.wav (`fastvoice say` without a service: -o FILE)"
+        )
         return [Finding("audio device", OK, detail), *files]
     try:
         target = play_silence(device, config.audio.sample_rate or 22050)
