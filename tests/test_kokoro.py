@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from daemon.config import KokoroVoiceConfig, parse_config
+from daemon.config.voices import KOKORO_STYLES
 from daemon.errors import BackendError, TextError, VoiceError, reason_code
 from daemon.runtime.artifacts import cpu_features
 from daemon.runtime.ort_cpu import OrtCpuBackend
@@ -346,7 +347,7 @@ def test_the_five_voices_install_list_and_remove_like_catalogue_voices(tmp_path)
         return {v["name"]: v["language"] for v in json.loads(listed.stdout)["voices"]}
 
     nezumi = "ja_JP-kokoro-jf_nezumi"
-    assert catalogue() == {f"ja_JP-kokoro-{style}": False for style in kokoro.STYLES}
+    assert catalogue() == {f"ja_JP-kokoro-{style}": False for style in KOKORO_STYLES}
     installed = run_cli("voices", "install", nezumi, "--no-build", *at, timeout=300)
     assert installed.returncode == 0, installed.stderr.decode()
     assert catalogue()[nezumi] and on_box()[nezumi] == "ja"

