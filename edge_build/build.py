@@ -13,6 +13,7 @@ from daemon.config import Config, CosyVoice2VoiceConfig, KokoroVoiceConfig, Vits
 from daemon.errors import error_text
 from daemon.voices.registry import voice_configs
 from edge_build.artifact_writer import BuildResult
+from edge_build.cpu_classes import CpuClass
 from edge_build.vits_builder import VitsBuilder
 
 if TYPE_CHECKING:  # the GPU steps and CosyVoice are imported where used: the service's
@@ -36,16 +37,17 @@ class VoiceBuilder(Protocol):
     def missing(self, precision: str) -> list[str]: ...
 
 
-def builders(config: Config, store: Path) -> list[VoiceBuilder]:
-    """Each voice's builder, by the type of its settings."""
+def builders(config: Config, store: Path, cpu: CpuClass | None = None) -> list[VoiceBuilder]:
+    """Each voice's builder, by the type of its settings; `cpu`: the class of box whose
+    precision candidates they try (default: this one's)."""
     made: list[VoiceBuilder] = []
     for name, voice in sorted(voice_configs(config).items()):
         if isinstance(voice, VitsVoiceConfig):
-            made.append(VitsBuilder(name, voice, store))
+            made.append(VitsBuilder(name, voice, store, cpu))
         elif isinstance(voice, KokoroVoiceConfig):
             from edge_build.kokoro_builder import KokoroBuilder
 
-            made.append(KokoroBuilder(name, voice, store))
+            made.append(KokoroBuilder(name, voice, store, cpu))
         elif isinstance(voice, CosyVoice2VoiceConfig):
             from edge_build.cosyvoice2_builder import CosyVoice2Builder
 
@@ -64,10 +66,12 @@ def build_voices(
     force: bool = False,
     verify: bool = False,
     progress: Progress | None = None,
+    cpu: CpuClass | None = None,
 ) -> list[BuildResult]:
-    """`verify` also checks every file's sha256; `progress` hears what a long build is doing."""
+    """`verify` also checks every file's sha256; `progress` hears what a long build is doing;
+    `cpu`: the class of box whose precision candidates are tried (default: this one's)."""
     progress = progress or log.info
-    results = build_cpu_voices(config, store, force, verify, progress)
+    results = build_cpu_voices(config, store, force, verify, progress, cpu)
     if config.runtime.backend != "ort-cpu" and config.runtime.artifacts:
         from daemon.runtime.gpu import probe
 
@@ -83,10 +87,11 @@ def build_cpu_voices(
     force: bool = False,
     verify: bool = False,
     progress: Progress = log.info,
+    cpu: CpuClass | None = None,
 ) -> list[BuildResult]:
     precision = config.runtime.precision
     return each_voice(
-        builders(config, store),
+        builders(config, store, cpu),
         store,
         lambda builder: builder.build_cpu(
             precision=precision, force=force, verify=verify, progress=progress

@@ -28,6 +28,7 @@ from daemon.voices import loudness
 from daemon.voices.base import SpeechOptions
 from daemon.voices.kokoro import DURATIONS, STAGE, KokoroVoice, graph_path, loudness_record
 from edge_build.artifact_writer import BuildResult
+from edge_build.cpu_classes import CpuClass, kokoro_candidates, this_cpu
 from edge_build.kokoro_precision import fp32_rewrite, make_static_int8, timed_copy
 from edge_build.loudness import measure_into
 from edge_build.ort_optimize import build_ort_artifact
@@ -64,15 +65,22 @@ GATE = GateSet(
 
 
 class KokoroBuilder:
-    def __init__(self, name: str, config: KokoroVoiceConfig, store: Path) -> None:
+    """`cpu`: the class of box whose candidates `auto` tries (default: this one's)."""
+
+    def __init__(
+        self, name: str, config: KokoroVoiceConfig, store: Path, cpu: CpuClass | None = None
+    ) -> None:
         self.name = name
         self.config = config
         self.store = store
+        self.cpu = cpu or this_cpu()
+        candidates, self.not_tried = kokoro_candidates(self.cpu)
+        self.candidates = tuple(candidate.precision for candidate in candidates)
 
     def build_cpu(
         self, *, precision: str, force: bool, verify: bool, progress: Callable[[str], None]
     ) -> list[BuildResult]:
-        variants = _variants(precision)
+        variants = _variants(precision, self.candidates)
         graph = graph_path(self.store)
         backend = OrtCpuBackend(artifact_store=self.store, precision="fp32")
         results = []
@@ -136,7 +144,16 @@ class KokoroBuilder:
             return KokoroVoice(self.name, self.config, backend, self.store)
 
         return settle_precision(
-            self.name, STAGE, graph, self.store, load, VARIANTS, again=again, gate=GATE
+            self.name,
+            STAGE,
+            graph,
+            self.store,
+            load,
+            self.candidates,
+            again=again,
+            gate=GATE,
+            gate_cpu=self.cpu,
+            not_tried=self.not_tried,
         )
 
     def build_gpu(self, steps: GpuSteps) -> list[BuildResult]:
@@ -167,7 +184,7 @@ class KokoroBuilder:
         backend = OrtCpuBackend(artifact_store=self.store, precision="fp32")
         missing = [
             STAGE if variant == "fp32" else f"{STAGE}@{variant}"
-            for variant in _variants(precision)
+            for variant in _variants(precision, self.candidates)
             if backend.find_artifact(graph, precision=variant)[0] is None
         ]
         if precision == "auto" and backend.precision_choice(graph)[0] is None:
@@ -186,12 +203,15 @@ def _gives_durations(artifact: Artifact) -> bool:
     return any(output.name == DURATIONS for output in model.graph.output)
 
 
-def _variants(precision: str) -> tuple[str, ...]:
+def _variants(precision: str, candidates: tuple[str, ...]) -> tuple[str, ...]:
     """fp32 (the graph as published: the fallback) and the variants `runtime.precision` asks
-    for; a precision Kokoro has no variant in is named."""
+    for (under `auto`, the CPU class's `candidates`); a precision Kokoro has no variant in is
+    named."""
     if precision not in ("auto", "exact", "fp32", *VARIANTS):
         raise BackendError(
             f"runtime.precision: Kokoro voices have no {precision} variant on a CPU "
             f"(auto, exact, fp32 or {', '.join(VARIANTS)})"
         )
-    return ("fp32", *(VARIANTS if precision in ("auto", *VARIANTS) else ()))
+    if precision == "auto":
+        return ("fp32", *candidates)
+    return ("fp32", *((precision,) if precision in VARIANTS else ()))

@@ -13,7 +13,6 @@ from pathlib import Path
 
 from daemon.errors import BackendError
 
-VARIANTS = ("fp16", "int8")
 # Ops whose fp16 result overflows or loses everything (large sums, exponentials, powers):
 # kept in fp32 in the graphs made for the GPU, where fp16 is what runs.
 GPU_FP32_OPS = (

@@ -9,10 +9,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from daemon.runtime.artifacts import cpu_features
 from daemon.runtime.ort_cpu import OrtCpuBackend
 from daemon.voices.base import Voice
 from edge_build.artifact_writer import BuildResult
+from edge_build.cpu_classes import CpuClass, this_cpu
 from edge_build.ort_optimize import write_precision_choice
 from edge_build.quality_gate import ENGLISH, PESQ_MISSING, GateSet, evaluate
 
@@ -37,11 +37,16 @@ def settle_precision(
     *,
     again: bool,
     gate: GateSet = ENGLISH,
+    gate_cpu: CpuClass | None = None,
+    not_tried: dict[str, str] | None = None,
     approximate: Callable[[Voice], Approximations] | None = None,
 ) -> BuildResult:
     """The gate's choice among `candidates` for voice `name`'s `model` (`load` gives the voice
     at a precision), made now if there is none or `again`, else the one recorded.
-    `approximate`: what else the chosen voice may approximate, judged by its own gate."""
+    `gate_cpu`: the class whose candidates these are (recorded, with `not_tried`: why the
+    class's other variants were not built). `approximate`: what else the chosen voice may
+    approximate, judged by its own gate."""
+    cpu = gate_cpu or this_cpu()
     started = time.perf_counter()
     choice = OrtCpuBackend(artifact_store=store).precision_choice(model)[0]
     recorded = choice.manifest if choice is not None else {}
@@ -50,14 +55,20 @@ def settle_precision(
     pesq_since = PESQ_MISSING in recorded.get("reason", "") and gate.pesq() is not None
     if choice is None or again or unjudged or pesq_since:
         chosen, reason, verdicts = evaluate(load, candidates, gate)
-        verdict = {"chosen": chosen, "reason": reason, "verdicts": [v.as_dict() for v in verdicts]}
+        verdict = {
+            "chosen": chosen,
+            "reason": reason,
+            "verdicts": [v.as_dict() for v in verdicts],
+            "cpu_class": cpu.name,
+            "not_tried": not_tried or {},
+        }
         if approximate is not None:
             judged = approximate(load(chosen))
             verdict["reason"] = f"{reason}; {judged.summary}"
             verdict["approximations"] = judged.approximations
             verdict["approximated"] = judged.record
         # The verdict holds on this CPU: another's kernels may choose otherwise.
-        verdict["reason"] += f"; on a CPU with {', '.join(cpu_features()) or 'no SIMD flags'}"
+        verdict["reason"] += f"; on a CPU of class {cpu.describe()}"
         choice = write_precision_choice(model, store, stage, verdict)
         status = verdict["reason"]
     else:

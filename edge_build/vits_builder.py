@@ -22,9 +22,10 @@ from daemon.voices import loudness
 from daemon.voices.piper_files import voice_files
 from daemon.voices.vits import VitsVoice
 from edge_build.artifact_writer import BuildResult
+from edge_build.cpu_classes import CpuClass, this_cpu, vits_candidates
 from edge_build.loudness import build_loudness, record_for
 from edge_build.ort_optimize import build_ort_artifact
-from edge_build.precision import VARIANTS, make_variant
+from edge_build.precision import make_variant
 from edge_build.precision_choice import settle_precision
 from edge_build.vits_split import PARTS, split_graphs
 from edge_build.window_gate import window_approximations
@@ -36,12 +37,19 @@ log = logging.getLogger(__name__)
 
 
 class VitsBuilder:
-    def __init__(self, name: str, config: VitsVoiceConfig, store: Path) -> None:
+    """`cpu`: the class of box whose candidates `auto` tries (default: this one's)."""
+
+    def __init__(
+        self, name: str, config: VitsVoiceConfig, store: Path, cpu: CpuClass | None = None
+    ) -> None:
         self.name = name
         self.config = config
         self.store = store
         self.model, _ = voice_files(name, config)
         self.stage = f"{name}/vits"
+        self.cpu = cpu or this_cpu()
+        candidates, self.not_tried = vits_candidates(self.cpu)
+        self.candidates = tuple(candidate.precision for candidate in candidates)
 
     def build_cpu(
         self, *, precision: str, force: bool, verify: bool, progress: Callable[[str], None]
@@ -51,7 +59,7 @@ class VitsBuilder:
         rebuilt = False
         with ExitStack() as cleanup:
             graphs: dict[str, Path] = {}  # the split source, made once for every precision
-            for variant in variants(precision):
+            for variant in self.variants(precision):
                 started = time.perf_counter()
                 found = _found(backend, self.model, variant)
                 checked = [a for a in found if a is not None and verify]
@@ -112,7 +120,7 @@ class VitsBuilder:
         fp32 = OrtCpuBackend(artifact_store=self.store, precision="fp32")
         missing = [
             f"{self.stage}@{variant}"
-            for variant in variants(precision)
+            for variant in self.variants(precision)
             if None in _found(fp32, self.model, variant)
         ]
         chosen = OrtCpuBackend(artifact_store=self.store, precision=precision)
@@ -136,17 +144,19 @@ class VitsBuilder:
             self.model,
             self.store,
             load,
-            VARIANTS,
+            self.candidates,
             again=again,
+            gate_cpu=self.cpu,
+            not_tried=self.not_tried,
             approximate=window_approximations,
         )
 
-
-def variants(precision: str) -> tuple[str, ...]:
-    """The precisions a build makes for `runtime.precision`: fp32 always (the fallback), then
-    every variant for the quality gate under `auto`, or the one asked for."""
-    asked = VARIANTS if precision == "auto" else (precision,)
-    return ("fp32", *(variant for variant in asked if variant not in ("fp32", "exact")))
+    def variants(self, precision: str) -> tuple[str, ...]:
+        """The precisions a build makes for `runtime.precision`: fp32 always (the fallback),
+        then this CPU class's candidates for the quality gate under `auto`, or the one asked
+        for (a named variant is built on any class)."""
+        asked = self.candidates if precision == "auto" else (precision,)
+        return ("fp32", *(variant for variant in asked if variant not in ("fp32", "exact")))
 
 
 def _found(backend: OrtCpuBackend, model: Path, precision: str) -> list[Artifact | None]:

@@ -20,6 +20,7 @@ from daemon.voices.base import SpeechOptions, Voice
 from daemon.voices.vits import VitsVoice
 from daemon.voices.vits_windows import CATCH_UP_FRAMES, EXACT_CONTEXT_FRAMES
 from edge_build.build import build_voices
+from edge_build.cpu_classes import this_cpu, vits_candidates
 from edge_build.quality_gate import (
     ENGLISH,
     MAX_LOG_SPECTRAL_DISTANCE_DB,
@@ -55,15 +56,17 @@ def auto_store(tmp_path_factory):
 def test_auto_build_makes_each_variant_and_records_the_gate(auto_store):
     store, results = auto_store
     stages = set(results)
+    tried = [candidate.precision for candidate in vits_candidates(this_cpu())[0]]
     for part in ("encoder", "decoder"):
-        assert {f"en_US-joe-medium/vits/{part}@{p}" for p in ("fp16", "int8")} <= stages
+        assert {f"en_US-joe-medium/vits/{part}@{p}" for p in tried} <= stages
     gate = results["en_US-joe-medium/vits/precision"].status
-    assert gate.startswith("auto: ") and "fp16" in gate and "int8" in gate
+    assert gate.startswith("auto: ") and all(p in gate for p in tried)
     backend = OrtCpuBackend(artifact_store=store)
     model = Path(VitsVoice("v", VOICE, backend).info.stages[0].model_path)
     manifest = backend.precision_choice(model)[0].manifest
-    assert [v["precision"] for v in manifest["verdicts"]] == ["fp32", "fp16", "int8"]
+    assert [v["precision"] for v in manifest["verdicts"]] == ["fp32", *tried]
     assert manifest["chosen"] in {v["precision"] for v in manifest["verdicts"] if v["passed"]}
+    assert manifest["cpu_class"] == this_cpu().name
 
 
 def test_auto_loads_the_gate_choice_and_says_why(auto_store):

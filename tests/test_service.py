@@ -20,6 +20,7 @@ from daemon.audio.pcm_stream import decode_chunk
 from daemon.config import parse_config
 from daemon.errors import FastvoiceError
 from edge_build.build import missing_artifacts
+from edge_build.cpu_classes import this_cpu, vits_candidates
 from tests.conftest import EMBEDDED_RATE, run_cli
 from tests.daemon_helpers import Daemon, say
 from tests.mqtt_helpers import Recorder
@@ -536,7 +537,8 @@ def test_first_start_builds_the_artifacts(broker, capture, tmp_path):
         assert all("EXTEND_TIMEOUT_USEC=" in m for m in building if m.startswith("STATUS=build"))
         kinds = {json.loads(m.read_text())["kind"] for m in store.glob("*/manifest.json")}
         parts = {f"ort-optimized-onnx/{part}" for part in ("encoder", "decoder")}
-        variants = {f"{kind}@{p}" for kind in parts for p in ("fp16", "int8")}
+        tried = [candidate.precision for candidate in vits_candidates(this_cpu())[0]]
+        variants = {f"{kind}@{p}" for kind in parts for p in tried}
         assert kinds == parts | variants | {"ort-precision-choice"}
         _, info, _ = running.recorder.wait_for(lambda t, p: t.endswith("/status/info"))
         stages = json.loads(info)["voices"][0]["stages"]

@@ -20,6 +20,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import tomllib
@@ -99,9 +100,11 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as temp:
         local = Path(temp)
         pure_python_wheels(local)
-        for box in BOXES:
-            for extras in EXTRAS:
-                complaint = unresolved(box, extras, local)
+        asked = [(box, extras) for box in BOXES for extras in EXTRAS]
+        # Side by side: each resolve mostly waits on the package index.
+        with ThreadPoolExecutor(len(asked)) as pool:
+            complaints = pool.map(lambda pair: unresolved(*pair, local), asked)
+            for (box, extras), complaint in zip(asked, complaints, strict=True):
                 label = f"[{','.join(extras)}] on {box[0]}"
                 print(f"check_wheels: {label}: {'from wheels' if not complaint else 'FAILS'}")
                 if complaint:

@@ -18,7 +18,7 @@ print(json.dumps(probe(0).as_dict(), indent=2))
 PY
 timeout 60 .venv/bin/fastvoice voices --json > "$out/voices.json" 2>&1
 # -rs: say why a GPU test skipped (no TensorRT, no cuda-python ...).
-timeout 300 .venv/bin/pytest -m gpu -v -rs tests/ > "$out/gpu-tests.txt" 2>&1
+timeout 300 .venv/bin/pytest -n 0 -m gpu -v -rs tests/ > "$out/gpu-tests.txt" 2>&1
 tests=$?
 timeout 180 "$python" tools/bench.py --runs 3 --seconds 3 --max-clients 4 --out "$out/bench" \
     "$@" > "$out/bench.txt" 2>&1

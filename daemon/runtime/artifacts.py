@@ -68,11 +68,16 @@ KERNEL_FEATURES = (
 
 @functools.cache
 def cpu_features() -> tuple[str, ...]:
-    """Which of KERNEL_FEATURES this CPU has (from /proc/cpuinfo's flags or Features)."""
+    """Which of KERNEL_FEATURES this CPU has."""
     try:
-        lines = Path("/proc/cpuinfo").read_text().splitlines()
+        return features_in(Path("/proc/cpuinfo").read_text())
     except OSError:
         return ()
+
+
+def features_in(cpuinfo: str) -> tuple[str, ...]:
+    """Which of KERNEL_FEATURES a /proc/cpuinfo lists (x86's `flags`, ARM's `Features`)."""
+    lines = cpuinfo.splitlines()
     flags = next(
         (line.split(":", 1)[1].split() for line in lines if line.startswith(("flags", "Features"))),
         [],
