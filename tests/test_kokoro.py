@@ -365,7 +365,7 @@ def test_a_gpu_box_gets_the_fp32_rewrite_its_fp16_copy_and_an_engine(tmp_path, r
 
     from edge_build.build import build_gpu_voices
     from edge_build.kokoro_precision import INT8_OPS
-    from tests.gpu_doubles import FakeEngineBuilder, fake_gpu_stack
+    from tests.gpu_doubles import FakeEngineBuilder, fake_gpu_stack, parser_refusals
 
     document = {"voice": ALPHA, "voices": {ALPHA: VOICES[ALPHA]}}
     config = parse_config({**document, "runtime": {"precision": "fp32"}})
@@ -386,6 +386,12 @@ def test_a_gpu_box_gets_the_fp32_rewrite_its_fp16_copy_and_an_engine(tmp_path, r
     assert {result.status for result in again if result.voice == ALPHA} == {"up to date"}
     request = engines.requests[-1]
     assert request.onnx_fp16 is not None and request.label == "kokoro"
+    # Every operator of both graphs is one TensorRT's ONNX parser takes, at the oldest and the
+    # newest release the gpu extra allows (ONNX Runtime's fused operators and the decoder's
+    # STFT rewritten: edge_build.standard_ops).
+    for tensorrt in ("10.3.0", "11.4.0"):
+        for precision, graph in graphs.items():
+            assert parser_refusals(graph, tensorrt) == [], (precision, tensorrt)
     tokens = request.profiles[0].inputs[0]
     assert tokens.name == "tokens" and tokens.max == (1, 510)
     # The rewrite says what the published graph says (its text side in fp32 moves a few
