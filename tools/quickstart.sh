@@ -12,8 +12,10 @@ dpkg -s libportaudio2 >/dev/null 2>&1 || missing+=(libportaudio2)
 if [ "${#missing[@]}" -gt 0 ] && command -v apt-get >/dev/null; then
     SUDO=""
     if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
-    $SUDO apt-get update -qq && $SUDO env DEBIAN_FRONTEND=noninteractive \
-        apt-get install -y -qq "${missing[@]}" || echo "could not install ${missing[*]}"
+    # A fresh box's automatic upgrades may hold apt's lock: wait for it.
+    apt=(apt-get -o DPkg::Lock::Timeout=600)
+    $SUDO "${apt[@]}" update -qq && $SUDO env DEBIAN_FRONTEND=noninteractive \
+        "${apt[@]}" install -y -qq "${missing[@]}" || echo "could not install ${missing[*]}"
 fi
 python3 -m venv .venv
 .venv/bin/pip install -q --upgrade pip

@@ -13,8 +13,9 @@ for package in libportaudio2 mosquitto mosquitto-clients openssl systemd pulseau
     dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")
 done
 if [ "${#missing[@]}" -gt 0 ]; then
-    $SUDO apt-get update -qq
-    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+    apt=(apt-get -o DPkg::Lock::Timeout=600)  # CI's aarch64 stage may hold apt's lock
+    $SUDO "${apt[@]}" update -qq
+    $SUDO env DEBIAN_FRONTEND=noninteractive "${apt[@]}" install -y -qq --no-install-recommends \
         "${missing[@]}"
 fi
 
