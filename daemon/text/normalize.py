@@ -7,7 +7,7 @@ import datetime
 import re
 
 from daemon.errors import TextError
-from daemon.text import english, multilingual, numbers
+from daemon.text import english, japanese, multilingual, numbers
 
 INTERPRETATIONS = (
     "characters",
@@ -41,9 +41,15 @@ def _integer(text: str, kind: str) -> int:
     return int(digits)
 
 
+def is_japanese(language: str) -> bool:
+    return language.split("_")[0].split("-")[0] == "ja"
+
+
 def _spelled(text: str, language: str) -> str:
     if is_english(language):
         return english.spell(text, language)
+    if is_japanese(language):
+        return japanese.spelled(text)
     said = []
     for character in text:
         if character.isdigit() and numbers.supported(language):
@@ -91,6 +97,9 @@ def _time(text: str, language: str) -> str:
     meridiem = found.group(3) and ("AM" if found.group(3)[0].lower() == "a" else "PM")
     if hours > 23 or minutes > 59 or (meridiem and not 1 <= hours <= 12):
         raise TextError(f"say-as time: {text!r} is not a time of day")
+    if is_japanese(language):
+        hours += 12 if meridiem == "PM" and hours < 12 else 0
+        return normalize(f"{hours}時" + (f"{minutes}分" if minutes else ""), language)
     if not is_english(language):
         return text
     return english.clock(hours, minutes, meridiem, language)
@@ -100,6 +109,8 @@ def _telephone(text: str, language: str) -> str:
     groups = re.findall(r"\d+", text)
     if not groups:
         raise TextError(f"say-as telephone: {text!r} holds no digits")
+    if is_japanese(language):
+        return "、".join(japanese.spelled(group) for group in groups)
     said = [numbers.digits(group, language) for group in groups]
     if text.strip().startswith("+"):
         said[0] = f"{'plus' if is_english(language) else '+'} {said[0]}"
@@ -113,10 +124,14 @@ def say_as(text: str, interpret_as: str, form: str | None, language: str) -> str
     if interpret_as == "digits":
         if not re.search(r"\d", text):
             raise TextError(f"say-as digits: {text!r} holds no digits")
+        if is_japanese(language):
+            return japanese.spelled("".join(re.findall(r"\d", text)))
         return numbers.digits(text, language)
     if interpret_as in ("cardinal", "number"):
         if not re.fullmatch(r"\s*-?[\d,]+(?:\.\d+)?\s*", text):
             raise TextError(f"say-as {interpret_as}: {text!r} is not a number")
+        if is_japanese(language):  # its reader's own reading of the number
+            return normalize(text.strip(), language)
         return numbers.cardinal(text.strip(), language)
     if interpret_as == "ordinal":
         return numbers.ordinal(

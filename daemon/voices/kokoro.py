@@ -30,6 +30,7 @@ from daemon.config import KokoroVoiceConfig
 from daemon.config.voices import style_weights
 from daemon.errors import TextError, VoiceError
 from daemon.runtime.base import Backend, Stage
+from daemon.text.japanese import READING_LOCK
 from daemon.text.script import Part, Phonemes, Utterance, join_words
 from daemon.voices import loudness, word_timing
 from daemon.voices.base import SpeechOptions, Voice, VoiceInfo
@@ -60,8 +61,6 @@ _DIGIT_GROUPS = re.compile(r"(?<=\d)[,\uff0c](?=\d{3}(?!\d))")  # 1,500円 reads
 # The one graph per backend (gone with it), by path.
 _loaded: weakref.WeakKeyDictionary[Backend, dict[Path, Stage]] = weakref.WeakKeyDictionary()
 _loading = threading.Lock()
-# pyopenjtalk's front end is one instance per process: one reading at a time.
-_READING_LOCK = threading.Lock()
 
 
 def package_data(name: str) -> Any:
@@ -204,7 +203,7 @@ class KokoroVoice(Voice):
                 continue
             if written:
                 text = _DIGIT_GROUPS.sub("", join_words(written))
-                with _READING_LOCK:
+                with READING_LOCK:
                     said.append(self.g2p(text))
                 written = []
             if isinstance(part, Phonemes):
@@ -251,7 +250,7 @@ class KokoroVoice(Voice):
             sentence = join_words(sentence)
         import pyopenjtalk
 
-        with _READING_LOCK:
+        with READING_LOCK:
             nodes = pyopenjtalk.run_frontend(_DIGIT_GROUPS.sub("", sentence))
         groups: list[list[str]] = [[]]
         for node in nodes:
@@ -271,7 +270,7 @@ class KokoroVoice(Voice):
 
     def _word_phonemes(self, word: str) -> str:
         """One written word's phonemes on its own (what its share of a said word is by)."""
-        with _READING_LOCK:
+        with READING_LOCK:
             return self.g2p(word)
 
     def _tokens(self, phonemes: str) -> list[int]:
