@@ -34,6 +34,7 @@ def test_json_payload_with_every_field():
         "id": "door-1",
         "text": "Door open.",
         "voice": "v",
+        "language": "en-US",
         "speaker": 2,
         "priority": "critical",
         "chime": "alarm",

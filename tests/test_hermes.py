@@ -93,13 +93,16 @@ BAD = [
     # The protocol's names, in the message and in what is taken (not the Python fields').
     (b'{"text": "hi", "siteid": "kitchen"}', "(the fields are text, siteId, lang, id, sessionId,"),
     (b'{"text": "hi", "site_id": "kitchen"}', "site_id: unknown field"),
+    # `lang` picks a voice of that language: this box speaks only English.
+    (b'{"text": "hi", "siteId": "kitchen", "lang": "fr"}', "no voice here speaks 'fr'"),
+    (b'{"text": "hi", "siteId": "kitchen", "lang": "french!"}', "lang: "),
 ]
 
 
 def test_bad_payloads_get_hermes_errors_and_the_box_goes_on(kitchen):
     for payload, _ in BAD:
         kitchen.recorder.publish_to(TtsSay.topic(), payload)
-    ask(kitchen, text="Still answering.", site_id="kitchen", id="after")
+    ask(kitchen, text="Still answering.", site_id="kitchen", id="after", lang="en-US")
     said_finished(kitchen, "after")
     errors = [json.loads(p) for t, p, _ in kitchen.recorder.seen if t == ERROR]
     assert len(errors) == len(BAD)

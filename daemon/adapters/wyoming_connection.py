@@ -183,7 +183,7 @@ class WyomingConnection(AsyncEventHandler):
             voice = start.voice
             trickle = TextTrickle(self.speech.config.text.max_sentence_chars)
             self.stream = _Stream(
-                voice and voice.name, voice and voice.speaker, trickle, _ssml(start)
+                self.speech.voice_of(voice), voice and voice.speaker, trickle, _ssml(start)
             )
             self.stream.pacing = Pacing.of(start.context)
             self.stream.rate = self.speech.rate_of(self.stream.voice)
@@ -197,7 +197,7 @@ class WyomingConnection(AsyncEventHandler):
                 return  # streaming clients also send it, for servers that cannot stream
             request = Synthesize.from_event(event)
             voice = request.voice
-            name, speaker = (voice.name, voice.speaker) if voice else (None, None)
+            name, speaker = self.speech.voice_of(voice), voice and voice.speaker
             rate = self.speech.rate_of(name)
             pacing = Pacing.of(request.context)
             blocks = self.speech.blocks(

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -14,6 +14,9 @@ from daemon import __version__
 from daemon.config import Config
 from daemon.service.front_door import FrontDoor
 from daemon.voices.base import SpeechOptions
+
+if TYPE_CHECKING:
+    from wyoming.tts import SynthesizeVoice
 
 
 @dataclass(frozen=True)
@@ -87,6 +90,13 @@ class WyomingSpeech:
         chosen = int(speaker) if speaker and speaker.isdigit() else speaker
         options = SpeechOptions(speaker=chosen, rate=pacing.rate)
         return self.door.render(text, voice, options, ssml=ssml, pause_s=pacing.pause_s)
+
+    def voice_of(self, voice: SynthesizeVoice | None) -> str:
+        """The voice a request's `voice` names, by name or by language (Home Assistant sends
+        the pipeline's language), else the default."""
+        if voice is None:
+            return self.door.choose_voice(None)
+        return self.door.choose_voice(voice.name, voice.language)
 
     def rate_of(self, voice: str | None) -> int:
         return self.door.voice_info(voice).sample_rate

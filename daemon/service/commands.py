@@ -51,6 +51,10 @@ def _plain_topic(value: str | None) -> str | None:
     return value
 
 
+# A language as requests name it: ja, en_US, de-DE.
+LanguageTag = Annotated[str, Field(pattern=r"^[A-Za-z]{2,3}([_-][A-Za-z0-9]{2,8})?$")]
+
+
 class SayCommand(BaseModel):
     """The `say` payload, version 1 (docs/mqtt.md, docs/say.schema.json)."""
 
@@ -63,6 +67,11 @@ class SayCommand(BaseModel):
     )
     text: str = Field(min_length=1, description="what to say")
     voice: str | None = Field(None, description="voice name; default: the configured voice")
+    language: LanguageTag | None = Field(
+        None,
+        description="language tag (ja, en_US, de-DE): without a voice, a voice of that "
+        "language (the configured one if it speaks it)",
+    )
     speaker: Annotated[str, Field(max_length=64)] | Annotated[int, Field(ge=0)] | None = Field(
         None, description="speaker name or index of a multi-speaker voice"
     )

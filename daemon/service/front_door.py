@@ -161,6 +161,10 @@ class FrontDoor:
     def broken_voices(self) -> list[BrokenVoice]:
         return list(self._voices.broken.values())
 
+    def choose_voice(self, name: str | None, language: str | None = None) -> str:
+        """The voice a request naming `name` or asking for `language` gets (VoiceError)."""
+        return self._voices.choose(name, language)
+
     def voice_info(self, name: str | None = None) -> VoiceInfo:
         """A voice's info (the default voice's without a name); raises VoiceError."""
         return self._voices.get(name).info

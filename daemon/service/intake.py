@@ -54,7 +54,7 @@ class JobIntake:
         sounds = self.settings.config.sounds
         chime = sounds.chime_for(command.chime, command.priority)
         try:
-            voice = self.voices.require(command.voice)
+            voice = self.voices.choose(command.voice, command.language)
             self.voices.get(voice).check_speaker(command.speaker)
             script = prepare(command.text, self.settings.config.text, voice, self.voices)
             library = SoundLibrary(sounds.dir)

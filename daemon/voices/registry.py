@@ -186,6 +186,23 @@ class VoiceRegistry:
     def language(self, name: str) -> str:
         return self.get(name).info.language
 
+    def choose(self, name: str | None = None, language: str | None = None) -> str:
+        """The voice a request gets, for every interface: the one it names, else one that
+        speaks the `language` it asks for (the default voice if it does; a language tag as
+        `ja`, `ja_JP` or `en-US`, its region matched first), else the default. VoiceError
+        names an unknown voice, or the languages the box speaks."""
+        if name or not language:
+            return self.require(name)
+        wanted = _language_tag(language)
+        spoken = {voice: _language_tag(self.language(voice)) for voice in self.usable()}
+        in_order = sorted(spoken, key=lambda voice: voice != self.default)
+        for same in (str.__eq__, lambda tag, want: tag.split("_")[0] == want.split("_")[0]):
+            for voice in in_order:
+                if same(spoken[voice], wanted):
+                    return voice
+        languages = ", ".join(sorted({self.language(voice) for voice in spoken})) or "none"
+        raise VoiceError(f"no voice here speaks {language!r} (the voices speak: {languages})")
+
     def check(self, name: str, utterance: Utterance) -> None:
         """Raises TextError if the voice cannot speak the utterance as written."""
         self.get(name).check_utterance(utterance)
@@ -210,3 +227,8 @@ class VoiceRegistry:
         if voice_config.family in ("vits", "kokoro"):  # they keep what the box made there
             return family(name, voice_config, self.backend, self.artifact_store)
         return family(name, voice_config, self.backend)
+
+
+def _language_tag(tag: str) -> str:
+    """`ja-JP`, `ja_jp` and `ja_JP` alike."""
+    return tag.strip().replace("-", "_").lower()
