@@ -66,17 +66,16 @@ CLASSES: dict[str, CpuClass] = {
 
 
 def classify(arch: str, features: frozenset[str]) -> CpuClass:
-    """The richest class whose features this CPU has (an unknown architecture: its own class,
-    which tries what every class tries)."""
+    """The richest class whose features this CPU has: its decisions are the class's, whatever
+    else the CPU has (a CPU of no class: one with no features, which tries int8 alone)."""
     fitting = [c for c in CLASSES.values() if c.arch == arch and c.features <= features]
     if not fitting:
-        return CpuClass(f"{arch or 'unknown'}", arch, features, "not a class we build for")
-    best = max(fitting, key=lambda c: len(c.features))
-    return CpuClass(best.name, arch, features, best.boxes)
+        return CpuClass(f"{arch or 'unknown'}-unclassified", arch, frozenset(), "not a class")
+    return max(fitting, key=lambda c: len(c.features))
 
 
 def this_cpu() -> CpuClass:
-    """The host's class, with the host's own flags."""
+    """The host's class."""
     arch = {"amd64": "x86_64", "arm64": "aarch64"}.get(platform.machine().lower())
     return classify(arch or platform.machine(), frozenset(cpu_features()))
 

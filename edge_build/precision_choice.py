@@ -53,7 +53,12 @@ def settle_precision(
     unjudged = approximate is not None and "approximated" not in recorded
     # Judged where the pesq package was missing, and it is installed now (the `gate` extra).
     pesq_since = PESQ_MISSING in recorded.get("reason", "") and gate.pesq() is not None
-    if choice is None or again or unjudged or pesq_since:
+    # Judged among other candidates: before the CPU classes, or as another class.
+    other_candidates = recorded.get("cpu_class") != cpu.name or recorded.get("chosen") not in (
+        "fp32",
+        *candidates,
+    )
+    if choice is None or again or unjudged or pesq_since or other_candidates:
         chosen, reason, verdicts = evaluate(load, candidates, gate)
         verdict = {
             "chosen": chosen,

@@ -73,9 +73,10 @@ class _Graph:
         if self._ranks is None:  # shape inference once, on the graph without its weights
             bare = onnx.ModelProto()
             bare.CopyFrom(self._model)
-            for tensor in bare.graph.initializer:
-                tensor.ClearField("raw_data")
-                tensor.ClearField("float_data")
+            for tensor in bare.graph.initializer:  # the weights, not the shapes and axes
+                if tensor.data_type != onnx.TensorProto.INT64:
+                    tensor.ClearField("raw_data")
+                    tensor.ClearField("float_data")
             inferred = onnx.shape_inference.infer_shapes(bare).graph
             values = [*inferred.value_info, *inferred.input, *inferred.output]
             self._ranks = {

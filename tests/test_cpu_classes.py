@@ -131,10 +131,17 @@ def test_a_build_told_its_class_judges_that_class_candidates_and_records_them(tm
     assert [v["precision"] for v in record["verdicts"]] == ["fp32", *_tried(other)]
     assert record["cpu_class"] == other.name and f"class {other.name}" in record["reason"]
     assert set(record["not_tried"]) == set(vits_candidates(other)[1])
+    # This box's own build finds a verdict made among another class's candidates: judged again.
+    build_voices(parse_config({}), tmp_path)
+    again = backend.precision_choice(model)[0].manifest
+    assert again["cpu_class"] == this_cpu().name
+    assert [v["precision"] for v in again["verdicts"]] == ["fp32", *_tried(this_cpu())]
 
 
-# The extras the README installs for each family's voices.
+# The extras the README installs for each family's voices, and the module that makes its
+# variants (imported too: what it imports must come from those extras).
 EXTRAS = {"vits": ("cpu",), "kokoro": ("cpu", "kokoro")}
+MAKERS = {"vits": "edge_build.precision", "kokoro": "edge_build.kokoro_precision"}
 
 # Run with only the distributions `fastvoice[extras]` requires importable (the standard
 # library and fastvoice's own packages aside): what a box that installed those extras has.
@@ -238,7 +245,7 @@ def test_each_class_candidates_need_only_what_the_readme_extras_install(name, ti
     cpu = CLASSES[name]
     for family, candidates in (("vits", vits_candidates), ("kokoro", kokoro_candidates)):
         chosen = candidates(cpu)[0]
-        modules = sorted({module for candidate in chosen for module in candidate.modules})
+        modules = sorted({MAKERS[family], *(m for candidate in chosen for m in candidate.modules)})
         variants = [
             [c.precision, str(tiny_graph), str(tiny_graph.with_name(f"{c.precision}.onnx"))]
             for c in chosen

@@ -38,6 +38,8 @@ def test_the_corpus_reads_japanese_announcements_class_by_class():
 
 @pytest.mark.parametrize(("language", "kind", "written", "spoken"), corpus(), ids=lambda v: v[:40])
 def test_corpus(language, kind, written, spoken):
+    if language.startswith("ja"):
+        pytest.importorskip("pyopenjtalk")  # the `kokoro` extra reads Japanese numbers
     said = normalize(written, language)
     assert reads_as(said, spoken, language), said
 
@@ -60,6 +62,10 @@ SAID_IN_JAPANESE = {
     "3人": "saɴɲiɴ",
     "20日": "haʦɨka",
     "8分": "haʔpɯɴ",
+    # Latin abbreviations the G2P reads letter by letter itself (left as written).
+    "JR東日本": "ʥeiaːɾɯçiɡaɕiɲihoɴ",
+    "ATMコーナー": "eitʲiːemɯkoːnaː",
+    "Wi-Fiをご利用ください": "βaiɸaioɡoɾʲijoːkɯdasai",
 }
 
 
@@ -258,9 +264,29 @@ def test_the_report_counts_each_language_and_class_and_names_what_it_read_wrong(
         ("cardinal", "1,500", "センゴヒャク"),
         ("characters", "JR", "ジェイアール"),
         ("digits", "0120", "ゼロイチニーゼロ"),
+        ("digits", "０１２０", "ゼロイチニーゼロ"),
+        ("time", "12:00 am", "レージ"),
+        ("telephone", "０３－１２３４－５６７８", "ゼロサン、イチニーサンヨン、ゴーロクナナハチ"),
     ],
 )
 def test_ssml_say_as_in_japanese_reads_as_announcers_do(interpret_as, text, reading):
     from daemon.text.normalize import say_as
 
     assert reads_as(say_as(text, interpret_as, None, "ja_JP"), reading, "ja_JP")
+
+
+def test_japanese_text_longer_than_the_front_end_takes_at_once_is_read_piece_by_piece():
+    """pyopenjtalk refuses a text of some thousands of characters: each stretch between
+    commas, spaces and sentence ends is read on its own."""
+    long = "本日は晴天なり、" * 900 + "3番線"
+    said = normalize(long, "ja_JP")
+    assert said.startswith("本日は晴天なり、") and reads_as(said[-6:], "サンバンセン", "ja_JP")
+
+
+def test_japanese_numbers_apart_stay_apart_and_the_words_around_them_as_written():
+    """The corpus compares readings without spaces: what spaces keep apart is checked here."""
+    pytest.importorskip("pyopenjtalk")
+    assert normalize("5 10", "ja_JP").split() == ["ご", "じゅう"]  # not 50
+    assert normalize("2 100円", "ja_JP").split() == ["に", "ひゃくえん"]
+    said = normalize("iPhone 15の発売日。千葉駅まで3分。", "ja_JP")
+    assert said.startswith("iPhone ") and "千葉駅まで" in said  # not full width, not ちば

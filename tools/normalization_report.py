@@ -22,7 +22,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from daemon.text.japanese import hiragana  # noqa: E402
+from daemon.text.japanese import hiragana, is_japanese  # noqa: E402
 from daemon.text.normalize import normalize  # noqa: E402
 
 CORPUS = REPO / "tests" / "data" / "announcements.tsv"
@@ -56,7 +56,7 @@ def reads_as(said: str, spoken: str, language: str) -> bool:
     reading of each number in katakana beside the words kept as written; they are compared as
     kana (katakana as hiragana, a long-vowel mark as its vowel, spaces left out), so that
     ジュー and じゅう, which the G2P reads alike, are one."""
-    if language.split("_")[0] != "ja":
+    if not is_japanese(language):
         return said == spoken
     return _kana_key(said) == _kana_key(spoken)
 

@@ -25,16 +25,30 @@ _DATE = re.compile(
 _TIME = re.compile(r"(?<![\d:])([01]?\d|2[0-3]):([0-5]\d)(?![\d:])")
 _MONTH_DAY = re.compile(r"(?<![\d/])(1[0-2]|0?[1-9])/(3[01]|[12]\d|0?[1-9])(?![\d/])")
 _YEN = re.compile(r"[¥￥]\s?(\d[\d,]*)")
-_MINUS = re.compile(r"(?<![0-9A-Za-z０-９Ａ-Ｚａ-ｚ.,])[-−－‐](?=[0-9０-９])")
-_RANGE = re.compile(r"(?<=[0-9０-９時分日月年円人%％])\s*[〜～~]\s*(?=[0-9０-９])")
+_COUNTED = "時分日月年円人%％"  # what a number before a range's dash may end with
+# A range: 10〜15分, 10時-18時 (a time's 10:00-18:00 is 10時-18時 by then), 10-15分.
+_RANGE = re.compile(
+    rf"(?<=[0-9{_COUNTED}])\s*[〜～~]\s*(?=[0-9])"
+    rf"|(?<=[{_COUNTED}])\s*[-‐–−－]\s*(?=[0-9])"
+    rf"|(?<=[0-9])[-‐–−－](?=[0-9]+[{_COUNTED}])"
+)
+# A minus sign: a dash before a number that follows no number, letter or counter (-3℃).
+_MINUS = re.compile(rf"(?<![0-9A-Za-z.,{_COUNTED}])[-−－‐](?=[0-9])")
 _PHONE = re.compile(r"(?<![\d-])(0\d{1,4})[-－]\s?(\d{1,4})[-－]\s?(\d{3,4})(?![\d-])")
 _DIGIT = re.compile(r"[0-9０-９]")
-_DIGIT_GROUPS = re.compile(r"(?<=\d)[,，](?=\d{3}(?!\d))")  # 1,500円: one number
+DIGIT_GROUPS = re.compile(r"(?<=\d)[,，](?=\d{3}(?!\d))")  # 1,500円: one number
+# What the front end reads at once: a stretch of text without spaces, a comma (、) or a
+# sentence's end (the words around a number are its context; "5 10" stays two numbers).
+_STRETCH = re.compile(r"[^\s、。！？!?]+")
+# Full-width digits and Latin letters as ASCII (the rules above match those), and back for
+# what the front end gives in full width.
+_FULL_WIDTH = {code: code - 0xFEE0 for code in range(0xFF10, 0xFF5B) if chr(code).isalnum()}
+_ASCII = {code: code - 0xFEE0 for code in range(0xFF01, 0xFF5F)}
 # Each digit of a phone number as announcers say it (2 and 5 long, 4 yon, 7 nana, 9 kyū), in
 # katakana: digit names are read as they are written.
 DIGIT_NAMES = dict(zip("0123456789", "ゼロ イチ ニー サン ヨン ゴー ロク ナナ ハチ キュー".split()))  # noqa: B905, SIM905
-# Latin letters inside Japanese as they are said (JR: jei āru), for abbreviations (2 to 5
-# capitals: ATM, NHK); a few words said otherwise.
+# Latin letters as they are said in Japanese (say-as characters: JR jei āru). Abbreviations
+# in running text are left to the G2P, which reads them so itself (JR, ATM, NHK, Wi-Fi).
 LETTERS = dict(
     zip(  # noqa: B905
         "ABCDEFGHIJKLMNOPQRSTUVWXYZ",
@@ -42,14 +56,7 @@ LETTERS = dict(
         "キュー アール エス ティー ユー ブイ ダブリュー エックス ワイ ゼット".split(),
     )
 )
-WORDS = {"Wi-Fi": "ワイファイ", "WiFi": "ワイファイ"}
-_ABBREVIATION = re.compile(r"(?<![A-Za-z])[A-Z]{2,5}(?![A-Za-z])")
-_FULLWIDTH_LATIN = {
-    code: code - 0xFEE0
-    for first, last in ("ＡＺ", "ａｚ")
-    for code in range(ord(first), ord(last) + 1)
-}
-# The front end's stretch of a number: its numerals, counters and the symbols read with them.
+# The numerals the front end writes a number's words with (1人: 一人, 24日: 二十 四日).
 _NUMERAL = "〇一二三四五六七八九十百千万億兆"
 # Each hiragana's vowel (small kana: the vowel they end a mora with).
 _VOWEL_OF = {
@@ -68,45 +75,65 @@ _VOWEL_OF = {
 READING_LOCK = threading.Lock()
 
 
+def is_japanese(language: str) -> bool:
+    """`ja`, `ja_JP` and `ja-JP` alike."""
+    return language.replace("-", "_").split("_")[0].lower() == "ja"
+
+
 def normalize(text: str) -> str:
+    text = text.translate(_FULL_WIDTH)
     text = _DATE.sub(lambda m: f"{int(m[1])}年{int(m[3])}月{int(m[4])}日", text)
     text = _TIME.sub(_clock, text)
     text = _YEN.sub(r"\1円", text)
     text = _MONTH_DAY.sub(_month_day, text)
     text = _PHONE.sub(_phone, text)
-    text = _MINUS.sub("マイナス", text)
     text = _RANGE.sub("から", text)
-    text = text.translate(_FULLWIDTH_LATIN)
-    for written, said in WORDS.items():
-        text = text.replace(written, f" {said} ")
-    text = _ABBREVIATION.sub(lambda m: " " + "".join(LETTERS[c] for c in m[0]) + " ", text)
+    text = _MINUS.sub("マイナス", text)
     return read_numbers(text)
 
 
 def read_numbers(text: str) -> str:
     """`text` with each number, and the counter or unit it belongs to, as pyopenjtalk's front
-    end reads it in its sentence (hiragana); unchanged without digits or without pyopenjtalk
-    (the `kokoro` extra: a box without it has no Japanese voice)."""
+    end reads it among the words around it (hiragana); the rest as written. Unchanged without
+    pyopenjtalk (the `kokoro` extra: a box without it has no Japanese voice)."""
     if not _DIGIT.search(text):
         return text
     try:
         import pyopenjtalk
     except ImportError:
         return text
-    with READING_LOCK:
-        nodes = pyopenjtalk.run_frontend(_DIGIT_GROUPS.sub("", text))
+
+    def stretch(match: re.Match[str]) -> str:
+        written = match[0]
+        if not _DIGIT.search(written):
+            return written
+        try:
+            with READING_LOCK:
+                nodes = pyopenjtalk.run_frontend(DIGIT_GROUPS.sub("", written))
+        except RuntimeError:  # longer than the front end takes: read by the G2P as it is
+            return written
+        return _with_readings(nodes, written)
+
+    return _STRETCH.sub(stretch, text)
+
+
+def _with_readings(nodes: list[dict], original: str) -> str:
+    """The front end's words of `original`, each run of a number and its counters as its
+    reading. A word is a number's when the front end says so, or when it holds a digit or a
+    numeral it made of digits (1人 becomes the word 一人; 千葉's 千 was written so)."""
     pieces: list[tuple[bool, str]] = []  # (a number's reading, text)
     in_number = False
     for node in nodes:
         written, reading = node["string"], node["pron"].replace("’", "")
-        numeric = node["pos_group1"] == "数" or any(c in _NUMERAL or c.isdigit() for c in written)
+        kind = node["pos_group1"]
+        made = any(c.isdigit() or (c in _NUMERAL and c not in original) for c in written)
         # A counter (時, 分), or what ends the number's word (時間's 間)
-        counter = in_number and (node["pos_group2"] == "助数詞" or node["pos_group1"] == "接尾")
-        in_number = node["pos"] == "名詞" and (numeric or counter)
+        counter = in_number and (node["pos_group2"] == "助数詞" or kind == "接尾")
+        in_number = node["pos"] == "名詞" and (kind == "数" or made or counter)
         if in_number and pieces and pieces[-1][0]:
             pieces[-1] = (True, _joined(pieces[-1][1], reading))
         else:
-            pieces.append((in_number, reading if in_number else written))
+            pieces.append((in_number, reading if in_number else written.translate(_ASCII)))
     # A reading stands apart (spaces): hiragana after a word would be read as its particle
     # (令和はちねん: "wa chi nen").
     return "".join(f" {hiragana(said)} " if number else said for number, said in pieces).strip()
@@ -148,7 +175,7 @@ def spelled(text: str) -> str:
     """Digits and Latin letters one by one, as they are said (SSML say-as characters, digits,
     telephone); anything else as written."""
     return "".join(
-        DIGIT_NAMES.get(c) or LETTERS.get(c.upper()) or c for c in text.translate(_FULLWIDTH_LATIN)
+        DIGIT_NAMES.get(c) or LETTERS.get(c.upper()) or c for c in text.translate(_FULL_WIDTH)
     )
 
 

@@ -385,7 +385,7 @@ def _numeric_date(match: re.Match[str], text: str, language: str) -> str:
 
 
 def normalize(text: str, language: str) -> str:
-    if language.split("_")[0] == "ja":  # its reader has its own numbers and counters
+    if japanese.is_japanese(language):  # its reader has its own numbers and counters
         return japanese.normalize(text)
     text = _ISO_DATE.sub(lambda match: _date(match, language), text)
     if not numbers.supported(language):

@@ -41,14 +41,10 @@ def _integer(text: str, kind: str) -> int:
     return int(digits)
 
 
-def is_japanese(language: str) -> bool:
-    return language.split("_")[0].split("-")[0] == "ja"
-
-
 def _spelled(text: str, language: str) -> str:
     if is_english(language):
         return english.spell(text, language)
-    if is_japanese(language):
+    if japanese.is_japanese(language):
         return japanese.spelled(text)
     said = []
     for character in text:
@@ -97,8 +93,9 @@ def _time(text: str, language: str) -> str:
     meridiem = found.group(3) and ("AM" if found.group(3)[0].lower() == "a" else "PM")
     if hours > 23 or minutes > 59 or (meridiem and not 1 <= hours <= 12):
         raise TextError(f"say-as time: {text!r} is not a time of day")
-    if is_japanese(language):
-        hours += 12 if meridiem == "PM" and hours < 12 else 0
+    if japanese.is_japanese(language):
+        if meridiem is not None:  # 12 am is midnight, 12 pm noon
+            hours = hours % 12 + (12 if meridiem == "PM" else 0)
         return normalize(f"{hours}時" + (f"{minutes}分" if minutes else ""), language)
     if not is_english(language):
         return text
@@ -109,7 +106,7 @@ def _telephone(text: str, language: str) -> str:
     groups = re.findall(r"\d+", text)
     if not groups:
         raise TextError(f"say-as telephone: {text!r} holds no digits")
-    if is_japanese(language):
+    if japanese.is_japanese(language):
         return "、".join(japanese.spelled(group) for group in groups)
     said = [numbers.digits(group, language) for group in groups]
     if text.strip().startswith("+"):
@@ -124,13 +121,13 @@ def say_as(text: str, interpret_as: str, form: str | None, language: str) -> str
     if interpret_as == "digits":
         if not re.search(r"\d", text):
             raise TextError(f"say-as digits: {text!r} holds no digits")
-        if is_japanese(language):
+        if japanese.is_japanese(language):
             return japanese.spelled("".join(re.findall(r"\d", text)))
         return numbers.digits(text, language)
     if interpret_as in ("cardinal", "number"):
         if not re.fullmatch(r"\s*-?[\d,]+(?:\.\d+)?\s*", text):
             raise TextError(f"say-as {interpret_as}: {text!r} is not a number")
-        if is_japanese(language):  # its reader's own reading of the number
+        if japanese.is_japanese(language):  # its reader's own reading of the number
             return normalize(text.strip(), language)
         return numbers.cardinal(text.strip(), language)
     if interpret_as == "ordinal":

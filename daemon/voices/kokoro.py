@@ -30,7 +30,7 @@ from daemon.config import KokoroVoiceConfig
 from daemon.config.voices import style_weights
 from daemon.errors import TextError, VoiceError
 from daemon.runtime.base import Backend, Stage
-from daemon.text.japanese import READING_LOCK
+from daemon.text.japanese import DIGIT_GROUPS, READING_LOCK
 from daemon.text.script import Part, Phonemes, Utterance, join_words
 from daemon.voices import loudness, word_timing
 from daemon.voices.base import SpeechOptions, Voice, VoiceInfo
@@ -57,7 +57,6 @@ _COMMAS = ",\u3001\uff0c"  # the comma, the ideographic and the fullwidth comma
 _SILENT = set(',.;:!?—…"()«»“”')  # symbols that are a pause, not a sound of the word
 # Options of other families that shape nothing here (`rate` and `length_scale` set the speed).
 UNUSED_OPTIONS = ("noise_scale", "noise_w")
-_DIGIT_GROUPS = re.compile(r"(?<=\d)[,\uff0c](?=\d{3}(?!\d))")  # 1,500円 reads 1500
 # The one graph per backend (gone with it), by path.
 _loaded: weakref.WeakKeyDictionary[Backend, dict[Path, Stage]] = weakref.WeakKeyDictionary()
 _loading = threading.Lock()
@@ -202,7 +201,7 @@ class KokoroVoice(Voice):
                 written.append(part)
                 continue
             if written:
-                text = _DIGIT_GROUPS.sub("", join_words(written))
+                text = DIGIT_GROUPS.sub("", join_words(written))
                 with READING_LOCK:
                     said.append(self.g2p(text))
                 written = []
@@ -251,7 +250,7 @@ class KokoroVoice(Voice):
         import pyopenjtalk
 
         with READING_LOCK:
-            nodes = pyopenjtalk.run_frontend(_DIGIT_GROUPS.sub("", sentence))
+            nodes = pyopenjtalk.run_frontend(DIGIT_GROUPS.sub("", sentence))
         groups: list[list[str]] = [[]]
         for node in nodes:
             if node["string"] in _COMMAS:
