@@ -154,6 +154,52 @@ def test_cues_show_the_written_forms_over_the_words_said_for_them():
     ]
 
 
+def _said(*words: str) -> list[WordTiming]:
+    return [WordTiming(word, 0.5 * n, 0.5 * n + 0.4) for n, word in enumerate(words)]
+
+
+def test_japanese_cues_show_numbers_as_written_over_the_readings_said_for_them():
+    """A Kokoro voice's words are pyopenjtalk's words of the text it was given: written as is,
+    but for the numbers, which it was given as their readings (daemon/text/japanese.py)."""
+    said = _said("さんばんせん", "に", "くじじゅうにふんはつ", "の", "電車", "が", "まいり", "ます")
+    track = cues("3番線に9時12分発の電車がまいります。", said)
+    assert [c.text for c in track] == [
+        "3番線",
+        "に",
+        "9時12分発",
+        "の",
+        "電車",
+        "が",
+        "まいり",
+        "ます",
+    ]
+    assert (track[2].start_s, track[2].end_s) == (1.0, 1.4)
+    # Several said words for one written number; a word the front end wrote in full width.
+    track = cues(
+        "明日は12月24日。JR東日本",
+        _said("明日", "は", "じゅうにがつ", "にじゅうよっか", "ＪＲ", "東日本"),
+    )
+    assert [c.text for c in track] == ["明日", "は", "12月24日", "JR", "東日本"]
+    assert (track[2].start_s, track[2].end_s) == (1.0, pytest.approx(1.9))
+    # A particle read like the number before it is not taken for it (2 is "ni").
+    assert [c.text for c in cues("2番線に", _said("に", "ばんせん", "に"))] == ["2番線", "に"]
+
+
+_KANA = st.text(alphabet="あいうかきくさん線番時分", min_size=1, max_size=4)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(_KANA, st.booleans()), min_size=1, max_size=10))
+def test_japanese_cues_are_in_order_never_overlap_and_never_fail(words):
+    """Words written as said, or read aloud otherwise (a reading no written text holds)."""
+    written = "".join(word if kept else str(n) for n, (word, kept) in enumerate(words)) + "。"
+    said = _said(*(word for word, _ in words))
+    track = cues(written, said)
+    assert 1 <= len(track) <= len(said) and all(cue.text for cue in track)
+    assert all(a.end_s <= b.start_s + 1e-9 for a, b in itertools.pairwise(track))
+    assert track[0].start_s == 0 and track[-1].end_s == said[-1].end_s
+
+
 def test_webvtt_and_srt_carry_the_cues_in_their_own_syntax():
     track = [Cue(0.046, 0.5, "Gate"), Cue(3661.5, 3662.25, "B12")]
     assert webvtt(track) == (

@@ -76,10 +76,11 @@ def _key(word: str) -> str:
 
 def cues(written: str | None, said: Sequence[WordTiming]) -> list[Cue]:
     """One cue per written word (or per group of written words read as other words); the
-    words as said where the written text is not known (SSML) or does not space its words
-    (Japanese: the voice's words are the written ones)."""
-    if written is None or _UNSPACED.search(written):
+    words as said where the written text is not known (SSML)."""
+    if written is None:
         return [Cue(w.start_s, w.end_s, w.word) for w in said]
+    if _UNSPACED.search(written):
+        return _joined_forward(_unspaced_cues(written, said))
     tokens = written.split()
     matcher = difflib.SequenceMatcher(
         None, [_key(t) for t in tokens], [_key(w.word) for w in said], autojunk=False
@@ -103,6 +104,47 @@ def cues(written: str | None, said: Sequence[WordTiming]) -> list[Cue]:
             last = made[-1]
             made[-1] = Cue(last.start_s, said[s_to - 1].end_s, last.text)
     return _joined_forward(made)
+
+
+# How far ahead of a reading the written word after it may stand (12月24日 is six characters).
+_READING_SPAN = 16
+_EDGES = re.compile(r"^\W+|\W+$")  # punctuation and spaces around a written form
+_HALF_WIDTH = {code: code - 0xFEE0 for code in range(0xFF01, 0xFF5F)}
+
+
+def _unspaced_cues(written: str, said: Sequence[WordTiming]) -> list[Cue]:
+    """Text written without spaces (Japanese): the voice's words are the written ones, each
+    its own cue, but for what was read aloud otherwise (12月24日 said as じゅうにがつ
+    にじゅうよっか): those said words are one cue showing what stands written between the
+    words around them."""
+    made: list[Cue] = []
+    reading: list[WordTiming] = []  # said words not written so
+    at = 0
+
+    def skip_to_a_word(position: int) -> int:
+        while position < len(written) and not written[position].isalnum():
+            position += 1
+        return position
+
+    def written_for(reading: list[WordTiming], until: int) -> None:
+        shown = _EDGES.sub("", written[at:until]) or "".join(w.word for w in reading)
+        made.append(Cue(reading[0].start_s, reading[-1].end_s, shown))
+
+    for word in said:
+        at = skip_to_a_word(at) if not reading else at
+        text = word.word.translate(_HALF_WIDTH)  # the front end writes Latin in full width
+        found = written.find(text, at, at + len(text) + (_READING_SPAN if reading else 0))
+        if found < 0:
+            reading.append(word)
+            continue
+        if reading:
+            written_for(reading, found)
+            reading = []
+        made.append(Cue(word.start_s, word.end_s, text))
+        at = found + len(text)
+    if reading:
+        written_for(reading, len(written))
+    return made
 
 
 def _joined_forward(made: list[Cue]) -> list[Cue]:
