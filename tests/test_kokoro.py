@@ -76,6 +76,22 @@ def test_a_request_asking_for_a_language_gets_a_voice_of_it(registry):
     assert both.choose("en_US-joe-medium", "ja") == "en_US-joe-medium"  # a name comes first
     with pytest.raises(VoiceError, match=r"speaks 'fr' \(the voices speak: en_US, ja\)"):
         both.choose(None, "fr")
+    # Plain text: each sentence in a voice of its language, where the box has one.
+    from daemon.config import TextConfig
+    from daemon.text.prepare import prepare
+    from daemon.text.script import Utterance
+
+    def voices_of(text: str, voice: str, directory: VoiceRegistry) -> list[str | None]:
+        script = prepare(text, TextConfig(), voice, directory)
+        return [item.voice for item in script if isinstance(item, Utterance)]
+
+    mixed = "本日は晴天なり。Thank you for waiting. 3番線の電車は9時に発車します。"
+    assert voices_of(mixed, ALPHA, both) == [ALPHA, "en_US-joe-medium", ALPHA]
+    assert voices_of("Welcome aboard. ようこそ。", "en_US-joe-medium", both) == [
+        "en_US-joe-medium",
+        ALPHA,
+    ]
+    assert set(voices_of(mixed, ALPHA, registry)) == {ALPHA}  # no English voice there
     # The default voice is taken when it speaks the language, before any other of it.
     assert registry.default == ALPHA and registry.choose(None, "ja") == ALPHA
     registry.default = MIX

@@ -5,10 +5,11 @@ text through here, at acceptance (so bad text is refused before it is queued) an
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import Protocol
 
 from daemon.config import LexiconConfig, TextConfig
-from daemon.errors import TextError
+from daemon.errors import TextError, VoiceError
 from daemon.text import ssml
 from daemon.text.cleaning import clean, complete_sentences_end, split_sentences
 from daemon.text.lexicon import Lexicon
@@ -20,6 +21,8 @@ class VoiceDirectory(Protocol):
     """What the text needs to know of the voices (the voice registry offers it)."""
 
     def require(self, name: str | None = None) -> str: ...
+
+    def choose(self, name: str | None = None, language: str | None = None) -> str: ...
 
     def language(self, name: str) -> str: ...
 
@@ -56,11 +59,48 @@ def prepare(
             document, max_depth=config.ssml_max_depth, known_voice=voices.require, style=base
         )
     else:
-        events = [ssml.Text(text, base)]
+        events = _by_language(text, base, voices)
     script = _Builder(config, voices).build(_with_inline_phonemes(events))
     if not any(isinstance(item, Utterance | Sound) for item in script):
         raise TextError("text is empty (after removing whitespace and control characters)")
     return script
+
+
+_JAPANESE = re.compile(r"[\u3040-\u30ff\u3400-\u9fff]")
+_LATIN = re.compile(r"[A-Za-z]{2}")
+# A sentence's end: a Japanese full stop, question or exclamation mark (spaces or not), or
+# . ! ? before a space.
+_SENTENCE_END = re.compile(r"(?<=[。！？])\s*|(?<=[.!?])\s+")
+
+
+def _by_language(text: str, style: ssml.Style, voices: VoiceDirectory) -> list[ssml.Event]:
+    """Plain text, each sentence in a voice of its language where the box has one: an English
+    sentence inside a Japanese announcement goes to an English voice, a Japanese one inside
+    English to a Japanese voice (as SSML's `<voice>` does by hand). A sentence of Latin letters
+    is English's; one with kana or kanji Japanese's; the rest stays with the request's voice."""
+    voice = str(style.voice)
+    own = "ja" if voices.language(voice).lower().startswith("ja") else "en"
+    events: list[ssml.Text] = []
+    start = 0
+    for end in [match.end() for match in _SENTENCE_END.finditer(text)] + [len(text)]:
+        sentence = text[start:end]
+        start = end
+        if not sentence:
+            continue
+        wanted = "ja" if _JAPANESE.search(sentence) else "en" if _LATIN.search(sentence) else own
+        speaker = voice if wanted == own else _voice_of(voices, wanted, voice)
+        if events and events[-1].style.voice == speaker:
+            events[-1] = ssml.Text(events[-1].text + sentence, events[-1].style)
+        else:
+            events.append(ssml.Text(sentence, replace(style, voice=speaker)))
+    return list(events)
+
+
+def _voice_of(voices: VoiceDirectory, language: str, otherwise: str) -> str:
+    try:
+        return voices.choose(None, language)
+    except VoiceError:  # no voice of it here: the request's voice reads it as it can
+        return otherwise
 
 
 # Phonemes written inline, as piper-tts takes them: "Say [[ IPA ]] now."
