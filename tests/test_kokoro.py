@@ -92,6 +92,9 @@ def test_a_request_asking_for_a_language_gets_a_voice_of_it(registry):
         ALPHA,
     ]
     assert set(voices_of(mixed, ALPHA, registry)) == {ALPHA}  # no English voice there
+    # A word of the other script inside a sentence does not move it.
+    assert voices_of("Welcome to 東京 station.", "en_US-joe-medium", both) == ["en_US-joe-medium"]
+    assert voices_of("JR東日本をご利用ください。", ALPHA, both) == [ALPHA]
     # The default voice is taken when it speaks the language, before any other of it.
     assert registry.default == ALPHA and registry.choose(None, "ja") == ALPHA
     registry.default = MIX

@@ -67,7 +67,7 @@ def prepare(
 
 
 _JAPANESE = re.compile(r"[\u3040-\u30ff\u3400-\u9fff]")
-_LATIN = re.compile(r"[A-Za-z]{2}")
+_LATIN = re.compile(r"[A-Za-z]")
 # A sentence's end: a Japanese full stop, question or exclamation mark (spaces or not), or
 # . ! ? before a space.
 _SENTENCE_END = re.compile(r"(?<=[。！？])\s*|(?<=[.!?])\s+")
@@ -76,8 +76,8 @@ _SENTENCE_END = re.compile(r"(?<=[。！？])\s*|(?<=[.!?])\s+")
 def _by_language(text: str, style: ssml.Style, voices: VoiceDirectory) -> list[ssml.Event]:
     """Plain text, each sentence in a voice of its language where the box has one: an English
     sentence inside a Japanese announcement goes to an English voice, a Japanese one inside
-    English to a Japanese voice (as SSML's `<voice>` does by hand). A sentence of Latin letters
-    is English's; one with kana or kanji Japanese's; the rest stays with the request's voice."""
+    English to a Japanese voice (as SSML's `<voice>` does by hand); a sentence with no letters
+    stays with the request's voice."""
     voice = str(style.voice)
     own = "ja" if voices.language(voice).lower().startswith("ja") else "en"
     events: list[ssml.Text] = []
@@ -87,13 +87,23 @@ def _by_language(text: str, style: ssml.Style, voices: VoiceDirectory) -> list[s
         start = end
         if not sentence:
             continue
-        wanted = "ja" if _JAPANESE.search(sentence) else "en" if _LATIN.search(sentence) else own
+        wanted = _language_of(sentence) or own
         speaker = voice if wanted == own else _voice_of(voices, wanted, voice)
         if events and events[-1].style.voice == speaker:
             events[-1] = ssml.Text(events[-1].text + sentence, events[-1].style)
         else:
             events.append(ssml.Text(sentence, replace(style, voice=speaker)))
     return list(events)
+
+
+def _language_of(sentence: str) -> str | None:
+    """Japanese where its kana and kanji weigh more than its Latin letters (one says about
+    what three letters do: "JR東日本をご利用ください" is Japanese, "Welcome to 東京." is
+    English); None with neither."""
+    japanese, latin = len(_JAPANESE.findall(sentence)), len(_LATIN.findall(sentence))
+    if not japanese and not latin:
+        return None
+    return "ja" if 3 * japanese >= latin else "en"
 
 
 def _voice_of(voices: VoiceDirectory, language: str, otherwise: str) -> str:
