@@ -61,11 +61,21 @@ def test_a_zone_stop_ends_a_members_job(fleet):
 def test_members_are_announced_retained_shown_in_status_and_withdrawn_at_stop(fleet, broker):
     topic, boxes, _ = fleet
     members = Recorder(broker.port, f"{topic}/zone", client_id=None)
+    announced = [("lobby", "a"), ("lobby", "b"), ("floor-2", "b")]
     try:
-        for zone, box in (("lobby", "a"), ("lobby", "b"), ("floor-2", "b")):
+        for zone, box in announced:  # live or already retained, as the boxes came up
             member = f"{topic}/zone/{zone}/members/{box}"
-            _, payload, retained = members.wait_for(lambda t, p, m=member: t == m and p != b"")
-            assert retained and json.loads(payload)["base_topic"] == f"{topic}/{box}"
+            _, payload, _ = members.wait_for(lambda t, p, m=member: t == m and p != b"")
+            assert json.loads(payload)["base_topic"] == f"{topic}/{box}"
+        # Retained: a client that comes later is told at once.
+        later = Recorder(broker.port, f"{topic}/zone", client_id=None)
+        try:
+            for zone, box in announced:
+                member = f"{topic}/zone/{zone}/members/{box}"
+                _, _, retained = later.wait_for(lambda t, p, m=member: t == m and p != b"")
+                assert retained
+        finally:
+            later.close()
         b = boxes["b"]
         _, info, _ = b.recorder.wait_for(lambda t, p: t == f"{b.base}/status/info")
         assert json.loads(info)["fleet"] == {
