@@ -11,8 +11,9 @@ reads each digit run apart from its counter (12月 as "jūni tsuki", 9時 as "ky
 their sentence (12月1日 tsuitachi, 9時 ku-ji, 3階 sangai, 2人 futari, 15分 jūgofun, 3.5% san ten
 go pāsento). So every number, with the counter or unit it belongs to, is written as the front
 end reads it, in hiragana (katakana would be looked up again as a word: ハツカ as ハッカ). Before
-it, what the front end leaves unread: a minus sign (-3℃), a range (10〜15分: "kara"), a phone
-number (digit by digit, a pause between its groups); after it, 8分 as happun."""
+it, what the front end leaves unread: a minus sign (-3℃), a range (10〜15分, 10時-18時: "kara"),
+a phone number (digit by digit, a pause between its groups); after it, what it reads otherwise
+than announcers do (8分 happun, 0時 reiji, 20歳 hatachi, 1000万 issenman)."""
 
 from __future__ import annotations
 
