@@ -12,6 +12,7 @@ from daemon.config import LexiconConfig, TextConfig
 from daemon.errors import TextError, VoiceError
 from daemon.text import ssml
 from daemon.text.cleaning import clean, complete_sentences_end, split_sentences
+from daemon.text.japanese import is_japanese
 from daemon.text.lexicon import Lexicon
 from daemon.text.normalize import normalize, say_as
 from daemon.text.script import Part, Pause, Phonemes, Script, Sound, Utterance
@@ -79,8 +80,8 @@ def _by_language(text: str, style: ssml.Style, voices: VoiceDirectory) -> list[s
     English to a Japanese voice (as SSML's `<voice>` does by hand); a sentence with no letters
     stays with the request's voice."""
     voice = str(style.voice)
-    own = "ja" if voices.language(voice).lower().startswith("ja") else "en"
-    events: list[ssml.Text] = []
+    own = "ja" if is_japanese(voices.language(voice)) else "en"
+    events: list[ssml.Event] = []
     start = 0
     for end in [match.end() for match in _SENTENCE_END.finditer(text)] + [len(text)]:
         sentence = text[start:end]
@@ -89,11 +90,12 @@ def _by_language(text: str, style: ssml.Style, voices: VoiceDirectory) -> list[s
             continue
         wanted = _language_of(sentence) or own
         speaker = voice if wanted == own else _voice_of(voices, wanted, voice)
-        if events and events[-1].style.voice == speaker:
-            events[-1] = ssml.Text(events[-1].text + sentence, events[-1].style)
+        last = events[-1] if events else None
+        if isinstance(last, ssml.Text) and last.style.voice == speaker:
+            events[-1] = ssml.Text(last.text + sentence, last.style)
         else:
             events.append(ssml.Text(sentence, replace(style, voice=speaker)))
-    return list(events)
+    return events
 
 
 def _language_of(sentence: str) -> str | None:
