@@ -7,7 +7,7 @@ import pytest
 import yaml
 from pydantic import BaseModel
 
-from daemon.box.config_checks import load_on_box, on_box
+from daemon.admin.config_checks import load_on_box, on_box
 from daemon.config import Config, parse_config, read_config_file
 from daemon.errors import ConfigError
 from tests.conftest import REPO, run_cli

@@ -12,7 +12,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from daemon.box.config_checks import on_box
+from daemon.admin.config_checks import on_box
 from daemon.config import parse_config
 from daemon.errors import ConfigError
 from daemon.service.scheduler import next_runs, runs_between

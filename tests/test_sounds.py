@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import soundfile
 
+from daemon.admin.config_checks import on_box
 from daemon.audio.sounds import BUILT_IN, PEAK_LIMIT, TARGET_RMS, SoundLibrary
-from daemon.box.config_checks import on_box
 from daemon.config import parse_config
 from daemon.errors import ConfigError, SoundError, TextError
 from daemon.service.settings import Settings

@@ -19,8 +19,8 @@ from wyoming.tts import (
     SynthesizeTextFormat,
 )
 
+from daemon.admin.config_checks import on_box
 from daemon.audio.pcm import join_sentences
-from daemon.box.config_checks import on_box
 from daemon.config import parse_config
 from daemon.errors import FastvoiceError, TextError, VoiceError
 from daemon.runtime.ort_cpu import OrtCpuBackend

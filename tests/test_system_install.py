@@ -233,7 +233,7 @@ def test_a_program_the_units_sandbox_hides_is_refused_with_the_fix(tree, folder)
 def test_an_installed_package_finds_its_templates_under_its_prefix(tmp_path, monkeypatch):
     """A wheel installs config/ and systemd/ under <prefix>/share/fastvoice (pyproject's
     data-files); a source checkout has them at its top."""
-    from daemon.box import system_install
+    from daemon.admin import system_install
 
     share = tmp_path / "share" / "fastvoice" / "systemd"
     share.mkdir(parents=True)

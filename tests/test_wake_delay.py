@@ -4,8 +4,8 @@ lead-in it advises into the config file."""
 import numpy as np
 import pytest
 
+from daemon.admin.config_edit import set_block_setting
 from daemon.audio.wake_delay import heard_from, sweep
-from daemon.box.config_edit import set_block_setting
 from daemon.errors import AudioDeviceError, ConfigError
 from tests.conftest import EMBEDDED_RATE, run_cli
 

@@ -1,1 +1,2 @@
-"""The box's chores: doctor, system install, systemd notifications, the clock, logs and files."""
+"""Low-level parts of the box every floor may use: files written safely, the clock, systemd
+notifications and the journal's log format."""

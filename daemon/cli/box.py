@@ -12,13 +12,13 @@ from daemon.errors import FastvoiceError
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from daemon.service.serve import serve
+    from daemon.app.serve import serve
 
     return serve(args.config, wyoming=args.wyoming, unregister=args.unregister, http=args.http)
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    from daemon.box.config_checks import load_on_box
+    from daemon.admin.config_checks import load_on_box
     from daemon.runtime.artifacts import default_store
     from edge_build.build import build_voices
 
@@ -60,7 +60,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     package installed under <prefix>/share/fastvoice."""
     import runpy
 
-    from daemon.box.system_install import shipped
+    from daemon.admin.system_install import shipped
 
     script = shipped("tools/bench.py")
     sys.argv = [str(script), *args.bench_args]
@@ -69,8 +69,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    from daemon.box.config_checks import load_on_box
-    from daemon.box.doctor import FAIL, run_checks
+    from daemon.admin.config_checks import load_on_box
+    from daemon.admin.doctor import FAIL, run_checks
     from daemon.config import config_path_in_use
     from daemon.errors import ConfigError
 
@@ -91,7 +91,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def cmd_system_install(args: argparse.Namespace) -> int:
-    from daemon.box.system_install import install
+    from daemon.admin.system_install import install
 
     install(
         args.root,
@@ -104,7 +104,7 @@ def cmd_system_install(args: argparse.Namespace) -> int:
 
 
 def cmd_system_uninstall(args: argparse.Namespace) -> int:
-    from daemon.box.system_install import uninstall
+    from daemon.admin.system_install import uninstall
 
     uninstall(args.root, args.purge)
     return 0
@@ -133,7 +133,7 @@ def cmd_wake_delay(args: argparse.Namespace) -> int:
         f"{delay.latency_ms} ms): audio.lead_in_ms: {delay.lead_in_ms} advised"
     )
     if args.save:
-        from daemon.box.config_edit import set_block_setting
+        from daemon.admin.config_edit import set_block_setting
 
         path = config_path_in_use(args.config)
         if path is None:
@@ -144,7 +144,7 @@ def cmd_wake_delay(args: argparse.Namespace) -> int:
 
 
 def cmd_config_check(args: argparse.Namespace) -> int:
-    from daemon.box.config_checks import load_on_box
+    from daemon.admin.config_checks import load_on_box
     from daemon.config import config_path_in_use
 
     path = args.path or config_path_in_use(args.config)

@@ -15,7 +15,7 @@ from daemon.errors import TextError
 def cmd_send(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
-    from daemon.box.config_checks import load_on_box
+    from daemon.admin.config_checks import load_on_box
     from daemon.mqtt.send import send
     from daemon.service.commands import SayCommand
     from daemon.validation import format_validation_error

@@ -78,7 +78,7 @@ def _say_here(args: argparse.Namespace, text: str) -> int:
     """Loads the voice in this process and speaks (or writes) the text."""
     import itertools
 
-    from daemon.box.config_checks import load_on_box
+    from daemon.admin.config_checks import load_on_box
     from daemon.service.settings import Settings
     from daemon.speech.cache import phrase_cache
     from daemon.speech.synthesizer import Synthesizer
@@ -185,7 +185,7 @@ def _write_raw(blocks: Iterable[np.ndarray]) -> int:
 
 def cmd_text(args: argparse.Namespace) -> int:
     """One line per utterance, as the voice will say it; pauses on lines of their own."""
-    from daemon.box.config_checks import load_on_box
+    from daemon.admin.config_checks import load_on_box
     from daemon.service.settings import Settings
     from daemon.speech.synthesizer import Synthesizer
     from daemon.text.script import Utterance, describe

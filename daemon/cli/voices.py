@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 
 def cmd_voices(args: argparse.Namespace) -> int:
-    from daemon.box.config_checks import load_on_box
+    from daemon.admin.config_checks import load_on_box
 
     config = load_on_box(args.config)
     registry, reason = setup(config)
@@ -127,7 +127,7 @@ def _installed(config) -> dict[str, Any]:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from daemon.box.config_checks import load_on_box
+    from daemon.admin.config_checks import load_on_box
     from daemon.voices.bundled import available
 
     config = load_on_box(args.config)
@@ -285,7 +285,7 @@ class _Bars:
 
 
 def cmd_install(args: argparse.Namespace) -> int:
-    from daemon.box.config_checks import load_on_box
+    from daemon.admin.config_checks import load_on_box
     from daemon.runtime.artifacts import default_store
     from daemon.voices.bundled import is_bundled
     from daemon.voices.catalog import find
@@ -335,7 +335,7 @@ def _build(config, name: str) -> None:
 
 
 def cmd_remove(args: argparse.Namespace) -> int:
-    from daemon.box.config_checks import load_on_box
+    from daemon.admin.config_checks import load_on_box
     from daemon.voices.install import remove
 
     config = load_on_box(args.config)
@@ -350,7 +350,7 @@ def cmd_remove(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from daemon.box.config_checks import load_on_box
+    from daemon.admin.config_checks import load_on_box
     from daemon.runtime.artifacts import default_store
     from daemon.voices import loudness
     from daemon.voices.bundled import installed_bundled

@@ -4,7 +4,7 @@ Unknown keys are rejected and every error names its key path and the bad value, 
 typo in a kiosk's config is found at `fastvoice config check` time, not after a reboot.
 Relative paths are resolved against the directory of the file they appear in. One module per
 section of the file; what the keys name on the box (files, voices, sounds) is checked in one
-step after them (daemon.box.config_checks).
+step after them (daemon.admin.config_checks).
 """
 
 from daemon.config.audio import AudioConfig, SoundsConfig
@@ -17,7 +17,7 @@ from daemon.config.loading import (
     parse_config,
     read_config_file,
 )
-from daemon.config.model import Config
+from daemon.config.model import Config, ConfigInForce
 from daemon.config.mqtt import HermesConfig, HomeAssistantConfig, MqttConfig, MqttTlsConfig
 from daemon.config.queue import CacheConfig, PregenerateItem, QueueConfig
 from daemon.config.runtime import DimRange, GpuConfig, RuntimeConfig
@@ -44,6 +44,7 @@ __all__ = [
     "CacheConfig",
     "CatalogConfig",
     "Config",
+    "ConfigInForce",
     "CosyVoice2VoiceConfig",
     "DimRange",
     "GpuConfig",

@@ -1,5 +1,5 @@
 """`audio` and `sounds`: the output device and how sentences join, and the chimes. Whether a
-chime's file is there is one of the config's file checks (daemon.box.config_checks)."""
+chime's file is there is one of the config's file checks (daemon.admin.config_checks)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Finding, reading and validating the config file's keys (the models): a ConfigError names the
 file and each key path. Nothing here looks at what the keys name on the box (files, voices,
-chimes): that is `daemon.box.config_checks`, called by those who use the config here."""
+chimes): that is `daemon.admin.config_checks`, called by those who use the config here."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, Protocol
 
 from pydantic import Field, field_validator, model_validator
 
@@ -66,3 +66,11 @@ class Config(StrictModel):
                 raise ValueError(f"schedules.{index}.name: {name!r} is used twice")
             names.add(name)
         return self
+
+
+class ConfigInForce(Protocol):
+    """What holds the config in force (the service's settings): parts below the service read
+    `config` at each use, so a reload that replaces it reaches them."""
+
+    @property
+    def config(self) -> Config: ...

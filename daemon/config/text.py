@@ -1,5 +1,5 @@
 """`text`: limits, normalisation and the pronunciation lexicon. A lexicon file's entries are
-read by the config's file checks (daemon.box.config_checks), not here."""
+read by the config's file checks (daemon.admin.config_checks), not here."""
 
 from __future__ import annotations
 

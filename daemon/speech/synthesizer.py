@@ -17,8 +17,8 @@ from daemon.audio.pcm import join_sentences
 from daemon.audio.piece import AudioPiece
 from daemon.audio.playback_lead import PlaybackLead
 from daemon.audio.sounds import NO_SOUND, SoundLibrary
+from daemon.config import ConfigInForce
 from daemon.errors import TextError
-from daemon.service.settings import Settings
 from daemon.speech.cache import PhraseCache, cache_key
 from daemon.speech.captions import WordClock
 from daemon.text.prepare import prepare
@@ -31,7 +31,7 @@ class Synthesizer:
     def __init__(
         self,
         voices: VoiceRegistry,
-        settings: Settings,
+        settings: ConfigInForce,
         cache: PhraseCache | None = None,
         max_requests: int = 1,
     ) -> None:

@@ -9,7 +9,7 @@ import re
 import tempfile
 from pathlib import Path
 
-from daemon.box.config_checks import load_on_box
+from daemon.admin.config_checks import load_on_box
 from daemon.box.files import replaced_atomically
 from daemon.errors import ConfigError
 

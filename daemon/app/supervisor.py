@@ -15,10 +15,10 @@ from typing import Any
 
 import psutil
 
+from daemon.app.lifecycle import Service
 from daemon.box import sdnotify
 from daemon.config import Config
 from daemon.errors import FastvoiceError
-from daemon.service.lifecycle import Service
 
 log = logging.getLogger(__name__)
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from daemon.box.config_checks import load_on_box
+from daemon.admin.config_checks import load_on_box
+from daemon.app.composition import build_service
+from daemon.app.supervisor import Supervisor
 from daemon.config import Config, HttpConfig, WyomingConfig, config_path_in_use
-from daemon.service.composition import build_service
-from daemon.service.supervisor import Supervisor
 
 
 def serve(

@@ -1,8 +1,8 @@
 """`fastvoice serve`'s running service: its parts started and stopped as steps, what a reload
 changes in the parts that keep state of their own, and the report of it all.
 
-The parts are built and wired by `daemon.service.composition.build_service`; the main thread's
-loop (signals, watchdog, stats, reload) is `daemon.service.supervisor.Supervisor`.
+The parts are built and wired by `daemon.app.composition.build_service`; the main thread's
+loop (signals, watchdog, stats, reload) is `daemon.app.supervisor.Supervisor`.
 """
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from daemon.app.bootsteps import Steps
 from daemon.audio.player import Player
 from daemon.box import sdnotify
-from daemon.service.bootsteps import Steps
 from daemon.service.event_sink import EventSink
 from daemon.service.front_door import FrontDoor
 from daemon.service.jobs import JobQueue

@@ -1,7 +1,7 @@
 """The composition root: builds the service's parts from the config in the direction data flows
 back from the outputs (voices → synthesizer → player and broker → queue and lanes → the front
 door → the interfaces), each from parts already built, and lists them as steps to start and
-stop (`daemon.service.bootsteps`)."""
+stop (`daemon.app.bootsteps`)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,8 @@ from daemon.adapters.homeassistant import HomeAssistantDiscovery
 from daemon.adapters.local_server import LocalServer
 from daemon.adapters.render_queue import RenderQueue
 from daemon.adapters.wyoming_server import WyomingServer
+from daemon.app.bootsteps import Step, Steps
+from daemon.app.lifecycle import Service
 from daemon.audio.player import SERVICE_NO_DEVICE_HINT, Player
 from daemon.box.files import state_root
 from daemon.config import Config
@@ -24,7 +26,6 @@ from daemon.mqtt.broker import MqttLink
 from daemon.mqtt.command_topics import MqttCommands
 from daemon.mqtt.voice_installs import VoiceInstalls
 from daemon.runtime.select import create_backend
-from daemon.service.bootsteps import Step, Steps
 from daemon.service.event_sink import EventSink
 from daemon.service.expiry import ExpiryWatch
 from daemon.service.front_door import FrontDoor
@@ -32,7 +33,6 @@ from daemon.service.intake import JobIntake
 from daemon.service.jobs import JobQueue
 from daemon.service.journal import JobJournal
 from daemon.service.lanes import Lane, publish_only
-from daemon.service.lifecycle import Service
 from daemon.service.outbox import Outbox
 from daemon.service.scheduler import Scheduler
 from daemon.service.settings import Settings
