@@ -59,6 +59,17 @@ class StageReport:
         }
 
 
+@dataclass(frozen=True)
+class Precision:
+    """The precision a model's stages load at and why, with what the quality gate let its voice
+    approximate there (e.g. a VITS decoder's `context_frames`). Deciding it may read the gate's
+    verdict from disk: a voice decides it once as it loads and passes it to each stage's load."""
+
+    name: str
+    reason: str
+    approximations: Mapping[str, Any] = field(default_factory=dict)
+
+
 class Stage(ABC):
     """One model graph, ready to run. Thread safe: overlapping runs are served by the backend's
     parallel workers, or wait for one."""
@@ -89,22 +100,26 @@ class Backend(ABC):
     workers: int = 1  # runs each stage serves at once
 
     @abstractmethod
-    def load(self, model_path: Path, stage: str, part: str = WHOLE) -> Stage:
-        """Load one stage (or a built part of its graph); raises BackendError on failure."""
+    def load(
+        self, model_path: Path, stage: str, part: str = WHOLE, precision: Precision | None = None
+    ) -> Stage:
+        """Load one stage (or a built part of its graph); raises BackendError on failure.
+        `precision`: as `precision_for` decided it for the voice (None: decided now)."""
 
     def request(self) -> AbstractContextManager[None]:
         """Held while one request is in progress: backends that share the cores between
         concurrent requests size each run by how many there are."""
         return nullcontext()
 
-    def has_part(self, model_path: Path, part: str) -> bool:
-        """Whether `fastvoice build` made `part` of this model for this backend."""
+    def has_part(self, model_path: Path, part: str, precision: Precision | None = None) -> bool:
+        """Whether `fastvoice build` made `part` of this model for this backend (at `precision`,
+        as for `load`)."""
         return False
 
-    def approximations(self, model_path: Path) -> dict[str, Any]:
-        """What the quality gate let a voice of this model approximate on this box (e.g. a VITS
-        decoder's `context_frames`); none unless a gate said so."""
-        return {}
+    def precision_for(self, model_path: Path) -> Precision | None:
+        """The precision this model's stages load at, for a voice to decide once and pass to
+        `has_part` and `load`; None where each stage's own settings decide (a GPU's config)."""
+        return None
 
     def gpu_report(self) -> dict[str, Any] | None:
         """The GPU stack found, the VRAM budget and its decisions (status/info); None on CPU."""

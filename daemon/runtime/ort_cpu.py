@@ -22,6 +22,7 @@ import threading
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,7 @@ import psutil
 from daemon.errors import BackendError
 from daemon.parts import WHOLE, part_kind
 from daemon.runtime.artifacts import Artifact, find_artifact
-from daemon.runtime.base import Backend, Stage, StageReport, ort_specs
+from daemon.runtime.base import Backend, Precision, Stage, StageReport, ort_specs
 from daemon.runtime.cpu_arena import IdleRelease, register_shared_arena
 from daemon.runtime.ort_values import run_keeping
 from daemon.runtime.scheduling import MAX_WAIT_S, WaitingRun, next_in_line
@@ -262,46 +263,46 @@ class OrtCpuBackend(Backend):
         """The quality gate's verdict for this model (written by `fastvoice build`)."""
         return self._find(model_path, PRECISION_CHOICE_KIND)
 
-    def precision_for(self, model_path: Path) -> tuple[str, str]:
-        """The precision to load and why: the config's, or for `auto` the quality gate's choice
-        made by `fastvoice build` on this box; fp32 until there is one."""
+    def precision_for(self, model_path: Path) -> Precision:
+        """The config's precision, or for `auto` the quality gate's choice made by `fastvoice
+        build` on this box (fp32 until there is one) with what it let the voice approximate
+        (nothing under `exact` or a precision the config names)."""
         if self.precision in ("fp32", "exact"):
-            return "fp32", f"{self.precision}: chosen in config"
+            return Precision("fp32", f"{self.precision}: chosen in config")
         if self.precision != "auto":
-            return self.precision, f"{self.precision}: chosen in config"
+            return Precision(self.precision, f"{self.precision}: chosen in config")
         choice, reason = self.precision_choice(model_path)
         if choice is None:
-            return "fp32", f"auto: fp32, no quality-gate result ({reason})"
-        return choice.manifest["chosen"], choice.manifest["reason"]
+            return Precision("fp32", f"auto: fp32, no quality-gate result ({reason})")
+        verdict = choice.manifest
+        return Precision(
+            verdict["chosen"], verdict["reason"], dict(verdict.get("approximations", {}))
+        )
 
-    def approximations(self, model_path: Path) -> dict[str, Any]:
-        """What the quality gate let this model's voice approximate on this box (under `auto`;
-        none under `exact` or a precision the config names)."""
-        if self.precision != "auto":
-            return {}
-        choice, _ = self.precision_choice(model_path)
-        return {} if choice is None else dict(choice.manifest.get("approximations", {}))
-
-    def _artifact_for(self, model_path: Path, part: str) -> tuple[Artifact | None, str, str, str]:
-        """(artifact, why it is or is not there, precision, why that precision). A gate choice
-        whose variant has since gone (pruned, truncated) falls back to fp32, never fails."""
-        precision, precision_reason = self.precision_for(model_path)
-        artifact, reason = self.find_artifact(model_path, part, precision)
-        if artifact is None and precision != "fp32" and self.precision == "auto":
-            precision_reason = f"{precision_reason}; but {reason}, so fp32"
-            precision = "fp32"
+    def _artifact_for(
+        self, model_path: Path, part: str, precision: Precision | None
+    ) -> tuple[Artifact | None, str, Precision]:
+        """(artifact, why it is or is not there, the precision it is at). A gate choice whose
+        variant has since gone (pruned, truncated) falls back to fp32, never fails."""
+        precision = precision or self.precision_for(model_path)
+        artifact, reason = self.find_artifact(model_path, part, precision.name)
+        if artifact is None and precision.name != "fp32" and self.precision == "auto":
+            fallback = f"{precision.reason}; but {reason}, so fp32"
+            precision = replace(precision, name="fp32", reason=fallback)
             artifact, reason = self.find_artifact(model_path, part)
-        return artifact, reason, precision, precision_reason
+        return artifact, reason, precision
 
-    def has_part(self, model_path: Path, part: str) -> bool:
-        return self._artifact_for(model_path, part)[0] is not None
+    def has_part(self, model_path: Path, part: str, precision: Precision | None = None) -> bool:
+        return self._artifact_for(model_path, part, precision)[0] is not None
 
-    def load(self, model_path: Path, stage: str, part: str = WHOLE) -> Stage:
+    def load(
+        self, model_path: Path, stage: str, part: str = WHOLE, precision: Precision | None = None
+    ) -> Stage:
         import onnxruntime as ort
 
-        artifact, reason, precision, precision_reason = self._artifact_for(model_path, part)
-        if artifact is None and precision != "fp32":
-            raise BackendError(f"{stage}: {precision} was asked for but {reason}")
+        artifact, reason, precision = self._artifact_for(model_path, part, precision)
+        if artifact is None and precision.name != "fp32":
+            raise BackendError(f"{stage}: {precision.name} was asked for but {reason}")
         if artifact is None and part != WHOLE:
             raise BackendError(f"{stage}: {reason}")
         if artifact is None and self.artifact_store is not None:
@@ -344,7 +345,7 @@ class OrtCpuBackend(Backend):
             load_rss_bytes=max(0, psutil.Process().memory_info().rss - rss_before),
             threads=self.threads,
             workers=self.workers,
-            precision=precision,
-            notes=(f"onnxruntime {ort.__version__}", precision_reason, reason),
+            precision=precision.name,
+            notes=(f"onnxruntime {ort.__version__}", precision.reason, reason),
         )
         return OrtCpuStage(pool, report)

@@ -30,7 +30,7 @@ from daemon.config import GpuConfig
 from daemon.errors import BackendError, GpuOutOfMemory
 from daemon.parts import WHOLE, part_label
 from daemon.runtime.artifacts import Artifact, find_artifact
-from daemon.runtime.base import Backend, Stage, StageReport, ort_specs
+from daemon.runtime.base import Backend, Precision, Stage, StageReport, ort_specs
 from daemon.runtime.budget import mb, run_halving
 from daemon.runtime.cuda_context import CudaContext
 from daemon.runtime.gpu import ORT_GPU_PROVIDERS
@@ -155,7 +155,7 @@ class OrtGpuBackend(Backend):
             raise BackendError(reason)
         return artifact.model, f"split part {artifact.directory.name}", precision
 
-    def has_part(self, model_path: Path, part: str) -> bool:
+    def has_part(self, model_path: Path, part: str, precision: Precision | None = None) -> bool:
         if self.artifact_store is None:
             return False
         found = find_part(self.artifact_store, model_path, part, self._graph_precision())
@@ -218,7 +218,9 @@ class OrtGpuBackend(Backend):
         if not self.ledger.settle(entry, self.name, taken, how):
             raise BackendError(f"its TensorRT engines took {mb(taken)}: over the GPU budget")
 
-    def load(self, model_path: Path, stage: str, part: str = WHOLE) -> Stage:
+    def load(
+        self, model_path: Path, stage: str, part: str = WHOLE, precision: Precision | None = None
+    ) -> Stage:
         import onnxruntime as ort
 
         if self.provider not in self.available_providers:
@@ -226,7 +228,7 @@ class OrtGpuBackend(Backend):
                 f"this onnxruntime has no {self.provider} (it has: "
                 f"{', '.join(self.available_providers)}); install onnxruntime-gpu in its place"
             )
-        graph, source, precision = self._graph(model_path, part)
+        graph, source, graph_precision = self._graph(model_path, part)
         label = part_label(stage, part)
         weights = graph.stat().st_size
         engines = self._reserve_engines(label, weights)
@@ -259,7 +261,7 @@ class OrtGpuBackend(Backend):
             weights_bytes=weights,
             load_rss_bytes=0,
             workers=self.workers,
-            precision=self.gpu.precision if self.name == "ort-trt" else precision,
+            precision=self.gpu.precision if self.name == "ort-trt" else graph_precision,
             notes=(f"onnxruntime {ort.__version__}", source, f"arena limit {arena_limit} bytes"),
         )
         return OrtGpuStage(session, report, self.gpu.device)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, ExitStack, contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,7 +20,7 @@ from daemon.config import Config
 from daemon.errors import BackendError
 from daemon.parts import WHOLE, part_label
 from daemon.runtime.artifacts import default_store
-from daemon.runtime.base import Backend, Stage
+from daemon.runtime.base import Backend, Precision, Stage
 from daemon.runtime.gpu import ORT_GPU_PROVIDERS, GpuStack, memory_in_use, probe_if_gpu_runtime
 from daemon.runtime.ort_cpu import OrtCpuBackend, physical_cores_available
 
@@ -63,20 +64,32 @@ class BackendChain(Backend):
 
         return every()
 
-    def has_part(self, model_path: Path, part: str) -> bool:
-        return any(backend.has_part(model_path, part) for backend in self.backends)
+    def precision_for(self, model_path: Path) -> Precision | None:
+        """Its CPU member's (a GPU member's precision is its config's), with nothing
+        approximated: the gate judged the approximations on the CPU, and a stage may load on a
+        GPU."""
+        for backend in self.backends:
+            precision = backend.precision_for(model_path)
+            if precision is not None:
+                return replace(precision, approximations={})
+        return None
 
-    def load(self, model_path: Path, stage: str, part: str = WHOLE) -> Stage:
+    def has_part(self, model_path: Path, part: str, precision: Precision | None = None) -> bool:
+        return any(backend.has_part(model_path, part, precision) for backend in self.backends)
+
+    def load(
+        self, model_path: Path, stage: str, part: str = WHOLE, precision: Precision | None = None
+    ) -> Stage:
         from daemon.runtime.budget import Decision
 
         label = part_label(stage, part)
         problems = []
         for backend in self.backends:
-            if part != WHOLE and not backend.has_part(model_path, part):
+            if part != WHOLE and not backend.has_part(model_path, part, precision):
                 problems.append(f"{backend.name}: no {part} part built")
                 continue
             try:
-                loaded = backend.load(model_path, stage, part)
+                loaded = backend.load(model_path, stage, part, precision)
             except BackendError as error:
                 problems.append(f"{backend.name}: {error}")
                 self.ledger.note(Decision(label, "next", f"{backend.name}: {error}"))

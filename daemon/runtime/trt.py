@@ -32,7 +32,7 @@ from daemon.config import GpuConfig
 from daemon.errors import BackendError
 from daemon.parts import WHOLE, part_label
 from daemon.runtime.artifacts import Artifact
-from daemon.runtime.base import Backend, Stage, StageReport, TensorSpec
+from daemon.runtime.base import Backend, Precision, Stage, StageReport, TensorSpec
 from daemon.runtime.budget import ProfileCost, run_halving
 from daemon.runtime.cuda import Cuda
 from daemon.runtime.cuda_context import CudaContext
@@ -205,7 +205,7 @@ class TrtBackend(Backend):
     def find(self, model_path: Path, part: str) -> tuple[Artifact | None, str]:
         return find_engine(self.artifact_store, model_path, part, self.gpu, self.stack)
 
-    def has_part(self, model_path: Path, part: str) -> bool:
+    def has_part(self, model_path: Path, part: str, precision: Precision | None = None) -> bool:
         return self.find(model_path, part)[0] is not None
 
     def _start(self) -> tuple[Any, Any, Cuda, Lanes]:
@@ -222,7 +222,9 @@ class TrtBackend(Backend):
             assert self._cuda is not None
             return self._trt, self._runtime, self._cuda, self._lanes
 
-    def load(self, model_path: Path, stage: str, part: str = WHOLE) -> Stage:
+    def load(
+        self, model_path: Path, stage: str, part: str = WHOLE, precision: Precision | None = None
+    ) -> Stage:
         artifact, reason = self.find(model_path, part)
         if artifact is None:
             raise BackendError(reason)

@@ -1,11 +1,11 @@
 """Piper-format VITS voices: espeak phonemes (piper-tts's phonemizer) → ids → one graph → audio.
 
-The voice's files and JSON: `piper_files`; espeak-ng: `espeak`; a sentence decoded window by
-window: `vits_windows`."""
+The voice's files and JSON: `piper_files`; what its graph is fed (phonemes, ids, speaker,
+scales): `piper_inputs`; espeak-ng: `espeak`; a sentence decoded window by window:
+`vits_windows`."""
 
 from __future__ import annotations
 
-import unicodedata
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -15,13 +15,13 @@ import numpy as np
 from daemon.audio.limiter import LookaheadLimiter
 from daemon.audio.piece import AudioPiece, WordTiming
 from daemon.config import VitsVoiceConfig
-from daemon.errors import TextError, VoiceError
+from daemon.errors import VoiceError
 from daemon.runtime import scheduling
 from daemon.runtime.artifacts import source_identity
 from daemon.runtime.base import Backend, Stage
 from daemon.runtime.scheduling import FRAMES_PER_CHARACTER
-from daemon.text.script import Part, Phonemes, Utterance, join_words, split_closing
-from daemon.voices import espeak, loudness, word_timing
+from daemon.text.script import Part, Utterance
+from daemon.voices import loudness, word_timing
 from daemon.voices.base import SpeechOptions, Voice, VoiceInfo
 from daemon.voices.piper_files import (
     check_graph_inputs,
@@ -29,6 +29,7 @@ from daemon.voices.piper_files import (
     read_piper_config,
     voice_files,
 )
+from daemon.voices.piper_inputs import PiperInputs
 from daemon.voices.vits_windows import (
     EXACT_CONTEXT_FRAMES,
     DecodeSpeed,
@@ -76,22 +77,23 @@ class VitsVoice(Voice):
         self.encoder: Stage | None = None
         self.decoder: Stage | None = None
         self.whole: Stage | None = None
-        if backend.has_part(model, "encoder") and backend.has_part(model, "decoder"):
-            self.encoder = backend.load(model, stage, "encoder")
-            self.decoder = backend.load(model, stage, "decoder")
+        # Decided once for every stage: under `auto` it reads the quality gate's verdict.
+        precision = backend.precision_for(model)
+        if all(backend.has_part(model, part, precision) for part in ("encoder", "decoder")):
+            self.encoder = backend.load(model, stage, "encoder", precision)
+            self.decoder = backend.load(model, stage, "decoder", precision)
             stages = (self.encoder.report, self.decoder.report)
         else:
-            self.whole = backend.load(model, stage)
+            self.whole = backend.load(model, stage, precision=precision)
             stages = (self.whole.report,)
         check_graph_inputs(
             name, (self.encoder or self.whole).input_names(), self.piper.num_speakers
         )
-        self._check_espeak_voice()
+        self.inputs = PiperInputs(name, config, self.piper)
         self._durations = _durations_output(self.encoder, self.decoder)
         # The decoder windows' context: exact unless the quality gate let this box approximate.
-        self.context_frames = int(
-            backend.approximations(model).get("context_frames", EXACT_CONTEXT_FRAMES)
-        )
+        approximations = precision.approximations if precision is not None else {}
+        self.context_frames = int(approximations.get("context_frames", EXACT_CONTEXT_FRAMES))
         self._identity["context_frames"] = self.context_frames  # it shapes streamed audio
         self._decode_speed = DecodeSpeed()
         language = raw.get("language", {}).get("code") or self.piper.espeak_voice
@@ -100,10 +102,10 @@ class VitsVoice(Voice):
             family="vits",
             language=language,
             sample_rate=self.piper.sample_rate,
-            speakers=self._speaker_names(),
+            speakers=self.inputs.speakers,
             stages=stages,
         )
-        self.default_speaker = self.speaker_id(config.speaker)
+        self.default_speaker = self.inputs.speaker_id(config.speaker)
 
     def identity(self) -> dict[str, Any]:
         return self._identity
@@ -125,127 +127,32 @@ class VitsVoice(Voice):
         """Whether long sentences are decoded window by window (needs `fastvoice build`)."""
         return self.decoder is not None
 
-    def _check_espeak_voice(self) -> None:
-        from piper.config import PhonemeType
-
-        if self.piper.phoneme_type != PhonemeType.ESPEAK:
-            return
-        espeak.check_voice(self.name, self.piper.espeak_voice)
-
-    def _speaker_names(self) -> tuple[str, ...]:
-        if self.piper.num_speakers <= 1:
-            return ()
-        by_id = {index: name for name, index in self.piper.speaker_id_map.items()}
-        return tuple(by_id.get(i, str(i)) for i in range(self.piper.num_speakers))
-
-    def speaker_id(self, speaker: str | int | None) -> int | None:
-        """Speaker name or index → id; None for single-speaker voices."""
-        count = self.piper.num_speakers
-        if count <= 1:
-            if speaker not in (None, 0, "0"):
-                raise VoiceError(
-                    f"voice {self.name!r} has a single speaker; got speaker {speaker!r}"
-                )
-            return None
-        if speaker is None:
-            return self.piper.default_speaker_id
-        if isinstance(speaker, str) and speaker in self.piper.speaker_id_map:
-            return self.piper.speaker_id_map[speaker]
-        if isinstance(speaker, int) or (isinstance(speaker, str) and speaker.isdigit()):
-            index = int(speaker)
-            if 0 <= index < count:
-                return index
-        raise VoiceError(
-            f"voice {self.name!r}: unknown speaker {speaker!r} "
-            f"(names: {', '.join(self.info.speakers[:10])}{'…' if count > 10 else ''}; "
-            f"or an index 0 to {count - 1})"
-        )
-
     def check_speaker(self, speaker: str | int | None) -> None:
-        self.speaker_id(speaker)
-
-    def phonemes(self, sentence: str | tuple[Part, ...]) -> list[list[str]]:
-        """Phonemes per sentence as espeak-ng splits them; an utterance with phonemes of its
-        own is one sentence, its words phonemized around them."""
-        parts = (sentence,) if isinstance(sentence, str) else sentence
-        if not any(isinstance(part, Phonemes) for part in parts):
-            return self._phonemize(join_words(str(part) for part in parts))
-        joined: list[str] = []
-        for part in parts:
-            if isinstance(part, Phonemes):
-                closing, words = "", _symbols(part)
-            else:
-                # The punctuation closing the phonemes before it goes in as their symbols:
-                # phonemized alone, espeak-ng drops a full stop and reads "!" as a word.
-                closing, rest = split_closing(part)
-                words = [symbol for said in self._phonemize(rest) for symbol in said]
-            joined.extend(symbol for symbol in closing if symbol in self.piper.phoneme_id_map)
-            if joined and words:
-                joined.append(" ")
-            joined.extend(words)
-        return [joined]
-
-    def _phonemize(self, text: str) -> list[list[str]]:
-        from piper.config import PhonemeType
-
-        if self.piper.phoneme_type == PhonemeType.TEXT:
-            return [list(unicodedata.normalize("NFD", text))]
-        return [p for p in espeak.phonemize(self.piper.espeak_voice, text) if p]
+        self.inputs.speaker_id(speaker)
 
     def check_utterance(self, utterance: Utterance) -> None:
-        """Phonemes must be in the voice's set; any rate is fine (it scales the length)."""
-        known = self.piper.phoneme_id_map
-        for part in utterance.parts:
-            if not isinstance(part, Phonemes):
-                continue
-            unknown = sorted({symbol for symbol in _symbols(part) if symbol not in known})
-            if unknown:
-                listed = ", ".join(f"{s!r} (U+{ord(s):04X})" for s in unknown)
-                raise TextError(
-                    f"phonemes {part.symbols!r}: {listed} not in voice {self.name!r}'s phoneme set"
-                )
+        self.inputs.check_utterance(utterance)
+
+    def phonemes(self, sentence: str | tuple[Part, ...]) -> list[list[str]]:
+        return self.inputs.phonemes(sentence)
 
     def phoneme_ids(self, phonemes: list[str]) -> list[int]:
-        from piper.phoneme_ids import phonemes_to_ids
-
-        return phonemes_to_ids(phonemes, self.piper.phoneme_id_map)
-
-    def _feeds(
-        self, ids: list[int], options: SpeechOptions, speaker: int | None
-    ) -> Mapping[str, np.ndarray]:
-        def pick(request: float | None, configured: float | None, voice_default: float) -> float:
-            return next(v for v in (request, configured, voice_default) if v is not None)
-
-        scales = np.array(
-            [
-                pick(options.noise_scale, self.config.noise_scale, self.piper.noise_scale),
-                pick(options.length_scale, self.config.length_scale, self.piper.length_scale)
-                / options.rate,
-                pick(options.noise_w, self.config.noise_w, self.piper.noise_w_scale),
-            ],
-            dtype=np.float32,
-        )
-        feeds: dict[str, Any] = {
-            "input": np.array([ids], dtype=np.int64),
-            "input_lengths": np.array([len(ids)], dtype=np.int64),
-            "scales": scales,
-        }
-        if speaker is not None:
-            feeds["sid"] = np.array([speaker], dtype=np.int64)
-        return feeds
+        return self.inputs.ids(phonemes)
 
     def synthesize_sentence(
         self, sentence: str | tuple[Part, ...], options: SpeechOptions
     ) -> Iterator[AudioPiece]:
         speaker = (
-            self.default_speaker if options.speaker is None else self.speaker_id(options.speaker)
+            self.default_speaker
+            if options.speaker is None
+            else self.inputs.speaker_id(options.speaker)
         )
         measured = self.loudness.gain(speaker) if self.loudness is not None else None
         rate = self.piper.sample_rate
-        said = self.phonemes(sentence)
+        said = self.inputs.phonemes(sentence)
         written = _written_groups(sentence, len(said))
         for number, (phonemes, words_written) in enumerate(zip(said, written, strict=True)):
-            feeds = self._feeds(self.phoneme_ids(phonemes), options, speaker)
+            feeds = self.inputs.feeds(phonemes, options, speaker)
             words: tuple[WordTiming, ...] = ()
             # Its place among overlapping requests: the frames still to make, estimated.
             later = FRAMES_PER_CHARACTER * (
@@ -295,17 +202,7 @@ class VitsVoice(Voice):
         if not said or not written:
             return ()
 
-        return tuple(word_timing.time_words(written, said, self._word_phonemes))
-
-    def _word_phonemes(self, word: str) -> str:
-        """One word's phonemes on its own (an SSML or lexicon `[phonemes]` as they are)."""
-        from piper.config import PhonemeType
-
-        if word.startswith("[") and word.endswith("]"):
-            return word[1:-1]
-        if self.piper.phoneme_type == PhonemeType.ESPEAK:
-            return espeak.word_phonemes(self.piper.espeak_voice, word)
-        return "".join(symbol for said in self._phonemize(word) for symbol in said)
+        return tuple(word_timing.time_words(written, said, self.inputs.word_phonemes))
 
     def decoded_both_ways(
         self,
@@ -324,9 +221,8 @@ class VitsVoice(Voice):
         windows = WindowedDecoder(
             self.decoder, self.piper.sample_rate, self.name, context_frames, window_frames
         )
-        for phonemes in self.phonemes(sentence):
-            feeds = self._feeds(self.phoneme_ids(phonemes), options, self.default_speaker)
-            latent = self._encode(feeds)
+        for phonemes in self.inputs.phonemes(sentence):
+            latent = self._encode(self.inputs.feeds(phonemes, options, self.default_speaker))
             if self._durations is not None:
                 latent.pop(self._durations)
             exact.append(self.decoder.run(latent)[0].reshape(-1).astype(np.float32))
@@ -378,8 +274,3 @@ def _written_groups(sentence: str | tuple[Part, ...], count: int) -> list[list[s
             groups.append([])
     groups = [group for group in groups if group]
     return groups if len(groups) == count else [[] for _ in range(count)]
-
-
-def _symbols(phonemes: Phonemes) -> list[str]:
-    """IPA as Piper's phoneme ids see it: decomposed, one code point per symbol."""
-    return list(unicodedata.normalize("NFD", phonemes.symbols))
