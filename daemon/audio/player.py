@@ -9,21 +9,19 @@ amplifier that sleeps between announcements stays awake and the next job starts 
 
 from __future__ import annotations
 
-import itertools
 import logging
 import os
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from daemon.config.audio import NO_DEVICE
-from daemon.errors import AudioDeviceError, FastvoiceError
+from daemon.errors import AudioDeviceError
 
 log = logging.getLogger(__name__)
 
@@ -176,8 +174,8 @@ def announce_media_role(role: str) -> None:
 
 
 class Player:
-    """Plays one utterance at a time on the configured device; with a `file_dir`, each played
-    job is also written there as a WAV file (and only there with the device `none`)."""
+    """Plays one job at a time on the configured device (see `Playback`); the stream may stay
+    open between jobs (`keep_awake_s`)."""
 
     def __init__(
         self,
@@ -190,7 +188,6 @@ class Player:
         hint: str = NO_DEVICE_HINT,
     ) -> None:
         self.device = device
-        self.file_dir: Path | None = None
         self.hint = hint
         self.volume = volume
         self.paused = False
@@ -227,7 +224,6 @@ class Player:
         """Takes the output settings of `audio` (not the volume, which is also set at run time):
         the next utterance plays with them."""
         self.device = audio.device
-        self.file_dir = audio.file_dir
         self.output_rate = audio.sample_rate
         self.prefill_s = audio.prefill_s
         self.buffer_s = max(2.0, audio.prefill_s)  # room for the whole prefill, and some
@@ -238,7 +234,6 @@ class Player:
     def describe(self) -> dict[str, Any]:
         return {
             "device": self.device,
-            "file_dir": None if self.file_dir is None else str(self.file_dir),
             "volume": self.volume,
             "sample_rate": self.output_rate,
             "prefill_s": self.prefill_s,
@@ -248,107 +243,30 @@ class Player:
 
     def target(self, sample_rate: int) -> OutputTarget:
         if self.device == NO_DEVICE:
-            return OutputTarget(device=-1, name=f"none (files in {self.file_dir})", sample_rate=0)
+            return OutputTarget(device=-1, name="none", sample_rate=0)
         return resolve_output(self.device, self.output_rate or sample_rate, self.hint)
 
     def play(
-        self,
-        blocks: Iterable[np.ndarray],
-        sample_rate: int,
-        start_at: float | None = None,
-        name: str | None = None,
+        self, blocks: Iterable[np.ndarray], sample_rate: int, start_at: float | None = None
     ) -> bool:
         """Plays float32 mono blocks until they end; False if `stop()` cut it short. With
-        `start_at` (unix time), the first sample leaves the device then. With a `file_dir`,
-        what was played whole is also written there as `<name>.wav` (the job's id)."""
-        self._stopped.clear()
-        kept: list[np.ndarray] = []
-        if self.file_dir is not None and name is not None:
-            blocks = _keeping(blocks, kept)
-        if self.device == NO_DEVICE:
-            for _ in blocks:
-                if self._stopped.is_set():
-                    break
-            played = not self._stopped.is_set()
-        else:
-            played = self._play_on_device(blocks, sample_rate, start_at)
-        if played and self.file_dir is not None and name is not None:
-            self._write(name, kept, sample_rate)
+        `start_at` (unix time), the first sample leaves the device then."""
+        playback = self.open(sample_rate, start_at)
+        complete = False
+        try:
+            complete = all(playback.write(block) for block in blocks)
+        finally:
+            played = playback.close(complete)
         return played
 
-    def _write(self, name: str, blocks: list[np.ndarray], sample_rate: int) -> None:
-        """The job's WAV, written atomically and readable by whoever plays the files."""
-        from daemon.audio.wav import wav_bytes
-        from daemon.box.files import save_audio
-
-        assert self.file_dir is not None
-        try:
-            self.file_dir.mkdir(parents=True, exist_ok=True)
-            save_audio(self.file_dir / f"{name}.wav", wav_bytes(blocks, sample_rate))
-        except OSError as error:
-            message = f"cannot write {self.file_dir}: {error.strerror or error}"
-            raise AudioDeviceError(f"audio.file_dir: {message}") from None
-        except FastvoiceError as error:
-            raise AudioDeviceError(f"audio.file_dir: {error}") from None
-
-    def _play_on_device(
-        self, blocks: Iterable[np.ndarray], sample_rate: int, start_at: float | None
-    ) -> bool:
-        """The stream opens `head_start_s` before `start_at` (unless one is held open) and plays
-        silence up to the sample the instant falls on, placed by PortAudio's time of each
-        buffer at the converter."""
-        sd = sounddevice_module()
-        if start_at is not None and self._stopped.wait(
-            max(0.0, start_at - self.head_start_s - time.time())
-        ):
-            return False
-        held = self._take_held(sample_rate)
-        output = held
-        try:
-            # A held stream's device is not probed again: opening it to ask would fail on a
-            # device that takes one stream at a time.
-            target = held.target if held is not None else self.target(sample_rate)
-            resampler = None
-            if target.sample_rate != sample_rate:
-                import soxr
-
-                resampler = soxr.ResampleStream(sample_rate, target.sample_rate, 1, dtype="float32")
-            buffer = _BoundedBuffer(
-                int(target.sample_rate * self.buffer_s), int(target.sample_rate * self.prefill_s)
-            )
-            self._buffer = buffer
-            # The first block is made before the device is opened: a running stream's callback
-            # (silence until the prefill is there) would compete with the voice for the cores.
-            blocks = iter(blocks)
-            first = next(blocks, None)
-            output = held or self._open_output(sd, target, sample_rate)
-            feed = output.feed
-            feed.begin(buffer, start_at, hold=self.keep_awake_s > 0)
-            for block in itertools.chain([] if first is None else [first], blocks):
-                if resampler is not None:
-                    block = resampler.resample_chunk(block)
-                if block.size and not buffer.put(np.ascontiguousarray(block, dtype=np.float32)):
-                    break
-            if resampler is not None and not self._stopped.is_set():
-                buffer.put(resampler.resample_chunk(np.zeros(0, dtype=np.float32), last=True))
-            buffer.close(discard=self._stopped.is_set())
-            feed.done.wait()
-        finally:
-            if self._buffer is not None:  # after a failure, frees the callback
-                self._buffer.close(discard=True)
-            self._buffer = None
-            if output is not None:
-                self._give_back(output)
-        if feed.late_by is not None:
-            log.warning(
-                "the audio stream came up %.0f ms after the start instant", feed.late_by * 1e3
-            )
-        if not feed.drained.is_set() and not self._stopped.is_set():
-            raise AudioDeviceError(
-                f"audio device {target.name!r} stopped in the middle of playback "
-                "(unplugged, or its sound server went away)"
-            )
-        return not self._stopped.is_set()
+    def open(self, sample_rate: int, start_at: float | None = None) -> Playback:
+        """A playback to write blocks into as they are made (see `Playback`); with `start_at`,
+        this waits until `head_start_s` before it."""
+        self._stopped.clear()
+        playback = Playback(self, sample_rate, start_at)
+        if start_at is not None:
+            self._stopped.wait(max(0.0, start_at - self.head_start_s - time.time()))
+        return playback
 
     def _take_held(self, sample_rate: int) -> _OpenOutput | None:
         """The stream held open since the last job when it was opened for this device and
@@ -425,10 +343,94 @@ class Player:
             buffer.close(discard=True)
 
 
-def _keeping(blocks: Iterable[np.ndarray], kept: list[np.ndarray]) -> Iterator[np.ndarray]:
-    for block in blocks:
-        kept.append(block)
-        yield block
+class Playback:
+    """One job's audio on its way to the device, written as it is made. The device opens at
+    the first block (a running stream's callback, silence until the prefill is there, would
+    compete with the voice for the cores), or a stream held open since the last job is taken;
+    the stream opens `head_start_s` before a start instant and plays silence up to the sample
+    the instant falls on, placed by PortAudio's time of each buffer at the converter."""
+
+    def __init__(self, player: Player, sample_rate: int, start_at: float | None) -> None:
+        self.player = player
+        self.sample_rate = sample_rate
+        self.start_at = start_at
+        self._output: _OpenOutput | None = None
+        self._buffer: _BoundedBuffer | None = None
+        self._resampler: Any = None
+
+    @property
+    def stopped(self) -> bool:
+        return self.player._stopped.is_set()
+
+    def write(self, block: np.ndarray) -> bool:
+        """Queues `block` for the device (waiting while its buffer is full); False once
+        `Player.stop()` cut the playback short."""
+        if self.stopped:
+            return False
+        if self.player.device == NO_DEVICE:
+            return True
+        if self._buffer is None:
+            self._start()
+        assert self._buffer is not None
+        if self._resampler is not None:
+            block = self._resampler.resample_chunk(block)
+        if block.size and not self._buffer.put(np.ascontiguousarray(block, dtype=np.float32)):
+            return False
+        return not self.stopped
+
+    def _start(self) -> None:
+        player = self.player
+        held = player._take_held(self.sample_rate)
+        self._output = held
+        # A held stream's device is not probed again: opening it to ask would fail on a
+        # device that takes one stream at a time.
+        target = held.target if held is not None else player.target(self.sample_rate)
+        if target.sample_rate != self.sample_rate:
+            import soxr
+
+            self._resampler = soxr.ResampleStream(
+                self.sample_rate, target.sample_rate, 1, dtype="float32"
+            )
+        self._buffer = _BoundedBuffer(
+            int(target.sample_rate * player.buffer_s), int(target.sample_rate * player.prefill_s)
+        )
+        player._buffer = self._buffer
+        try:
+            self._output = held or player._open_output(
+                sounddevice_module(), target, self.sample_rate
+            )
+        except BaseException:
+            self._buffer.close(discard=True)
+            player._buffer = None
+            raise
+        self._output.feed.begin(self._buffer, self.start_at, hold=player.keep_awake_s > 0)
+
+    def close(self, complete: bool) -> bool:
+        """Plays what was written to its end (`complete`), or drops it (a failure upstream);
+        True when it was all played, False when a stop cut it short."""
+        buffer, output = self._buffer, self._output
+        if buffer is None or output is None:
+            return complete and not self.stopped
+        feed = output.feed
+        try:
+            if complete and self._resampler is not None and not self.stopped:
+                buffer.put(self._resampler.resample_chunk(np.zeros(0, np.float32), last=True))
+            buffer.close(discard=self.stopped or not complete)
+            feed.done.wait()
+        finally:
+            buffer.close(discard=True)  # after a failure, frees the callback
+            self.player._buffer = None
+            self.player._give_back(output)
+        if feed.late_by is not None:
+            log.warning(
+                "the audio stream came up %.0f ms after the start instant", feed.late_by * 1e3
+            )
+        if complete and not feed.drained.is_set() and not self.stopped:
+            raise AudioDeviceError(
+                f"audio device {output.target.name!r} stopped in the middle of playback "
+                "(unplugged, or its sound server went away)"
+            )
+        return complete and not self.stopped
 
 
 @dataclass

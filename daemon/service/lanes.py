@@ -1,9 +1,10 @@
 """Worker lanes: threads that take jobs off the queue, speak and/or publish them, report events.
 
 The service runs one lane that owns the player (and takes any job), and with parallel workers
-more that take only publish-only jobs, synthesized at the same time. A lane knows nothing of
-MQTT: events and published audio leave through the two callables it is given; its settings are
-read from the config in force when a job starts.
+more that take only publish-only jobs, synthesized at the same time. A lane keeps the queue's
+policy (priority, interruption, quiet hours, a timed start) and knows nothing of its outputs:
+a job's audio goes to the sinks `JobOutputs` chooses for it, its events through the callable
+it is given; its settings are read from the config in force when a job starts.
 """
 
 from __future__ import annotations
@@ -14,15 +15,12 @@ import time
 from collections.abc import Callable, Iterator
 
 import numpy as np
-import soxr
 
-from daemon.audio.encoding import encoded
-from daemon.audio.pcm_stream import encode_chunk
 from daemon.audio.piece import AudioPiece
-from daemon.audio.player import Player
+from daemon.audio.sinks import deliver
 from daemon.errors import FastvoiceError, TextError, reason_code
-from daemon.service.commands import SayCommand
 from daemon.service.jobs import Job, JobQueue
+from daemon.service.outputs import JobOutputs
 from daemon.service.quiet_hours import quiet_for
 from daemon.service.settings import Settings
 from daemon.speech.captions import Cue
@@ -33,7 +31,6 @@ from daemon.voices.base import SpeechOptions
 log = logging.getLogger(__name__)
 
 EmitEvent = Callable[..., None]  # emit(event, job, **fields)
-Publish = Callable[[str, bytes], None]
 
 
 class Interrupted(Exception):
@@ -51,10 +48,9 @@ class Lane(threading.Thread):
         *,
         queue: JobQueue,
         synthesizer: Synthesizer,
-        player: Player,
+        outputs: JobOutputs,
         settings: Settings,
         emit: EmitEvent,
-        publish: Publish,
         name: str,
         accepts: Callable[[Job], bool] | None = None,
     ) -> None:
@@ -62,10 +58,9 @@ class Lane(threading.Thread):
         self.accepts = accepts
         self.queue = queue
         self.synthesizer = synthesizer
-        self.player = player
+        self.outputs = outputs
         self.settings = settings
         self.emit = emit
-        self.publish = publish
         self.current: Job | None = None
         self.heartbeat = time.monotonic()
         self._interrupt: str | None = None
@@ -100,7 +95,7 @@ class Lane(threading.Thread):
         if current is not None:
             self._interrupt = reason
             if not publish_only(current):
-                self.player.stop()
+                self.outputs.stop_playing()
 
     def _run(self, job: Job) -> None:
         self.current, self._interrupt = job, None
@@ -143,8 +138,9 @@ class Lane(threading.Thread):
         volume = 1.0 if command.volume is None else command.volume
         quiet = None if publish_only(job) else quiet_for(self.settings.config)
         cap = None if quiet is None else quiet.volume_cap(command.priority)
-        if cap is not None and self.player.volume > 0:  # the box volume times this: at most cap
-            volume = min(volume, cap / self.player.volume)
+        box_volume = self.outputs.player.volume
+        if cap is not None and box_volume > 0:  # the box volume times this: at most cap
+            volume = min(volume, cap / box_volume)
         options = SpeechOptions(speaker=command.speaker, volume=volume, rate=command.rate)
         for text, script, chime, arrived in self._texts(job):
             chunks = self.synthesizer.synthesize(
@@ -190,56 +186,30 @@ class Lane(threading.Thread):
 
     def _speak(self, job: Job) -> None:
         command = job.command
-        voice = self.synthesizer.voices.get(command.voice)
-        rate = voice.info.sample_rate
+        rate = self.synthesizer.voices.get(command.voice).info.sample_rate
+        played = self.outputs.played(job)
+        sinks = [*played, *self.outputs.published(job)]
         pieces = self._sentences(job, rate)
-        if command.captions:
-            pieces = self._captioned(job, pieces, rate)
-        blocks = self.synthesizer.joined(pieces, rate, job.command.sentence_pause_s)
-        published: list[np.ndarray] = []
-        form, sent_rate = self._published_form(command, rate)
-        if command.output in ("publish", "both"):
-            assert command.reply_topic is not None
-            blocks = self._tee(blocks, published, command.reply_topic, form, rate, sent_rate)
-        if command.output in ("play", "both"):
-            start_at = None
-            if command.at is not None:
-                blocks, start_at = self._timed(job, blocks)
-            blocks = self._padded(blocks, rate, start_at is not None)
-            if not self.player.play(blocks, rate, start_at, job.id) and self._interrupt is None:
-                self._interrupt = "stopped"
-        else:
-            for _ in blocks:
-                pass
+        if command.captions:  # timed as heard where it plays (after a lead-in)
+            lead_s = max((sink.lead_s for sink in played), default=0.0)
+            pieces = self._captioned(job, pieces, rate, lead_s)
+        blocks = self.synthesizer.joined(pieces, rate, command.sentence_pause_s)
+        start_at = None
+        if command.at is not None and played:
+            opening_s = max(sink.opening_s for sink in played)
+            blocks, start_at = self._timed(job, blocks, opening_s)
+        if not deliver(blocks, sinks, rate, start_at) and self._interrupt is None:
+            self._interrupt = "stopped"
         if self._interrupt is not None:
             raise Interrupted
-        if command.output != "play" and form != "pcm":
-            audio = np.concatenate([np.zeros(0, np.float32), *published])
-            if sent_rate != rate:
-                audio = soxr.resample(audio, rate, sent_rate)
-            self.publish(command.reply_topic, encoded(audio, sent_rate, form))
 
-    def _published_form(self, command: SayCommand, rate: int) -> tuple[str, int]:
-        """The format and rate published audio goes out in: the job's, else the config's
-        (`mqtt.publish_format`, `mqtt.publish_sample_rate`), else WAV at the voice's rate."""
-        mqtt = self.settings.config.mqtt
-        form = command.format or mqtt.publish_format
-        return form, command.sample_rate or mqtt.publish_sample_rate or rate
-
-    def _padded(self, blocks: Iterator[np.ndarray], rate: int, timed: bool) -> Iterator[np.ndarray]:
-        """`audio.lead_in_ms` of silence before what is played (not before a timed start: it
-        would make the box late) and `audio.tail_ms` after it."""
-        audio = self.settings.config.audio
-        if audio.lead_in_ms and not timed:
-            yield np.zeros(round(rate * audio.lead_in_ms / 1000), np.float32)
-        yield from blocks
-        if audio.tail_ms:
-            yield np.zeros(round(rate * audio.tail_ms / 1000), np.float32)
-
-    def _captioned(self, job: Job, pieces: Iterator[AudioPiece], rate: int) -> Iterator[AudioPiece]:
+    def _captioned(
+        self, job: Job, pieces: Iterator[AudioPiece], rate: int, lead_s: float
+    ) -> Iterator[AudioPiece]:
         """Each sentence's words as an event, when its first piece is made (ahead of its
-        audio, which the player still has to reach)."""
-        clock = self.synthesizer.word_clock(rate, job.command.sentence_pause_s)
+        audio, which the player still has to reach), `lead_s` later than in the joined audio:
+        when they are heard."""
+        clock = self.synthesizer.word_clock(rate, job.command.sentence_pause_s, lead_s)
         for piece in pieces:
             words = clock.place(piece)
             if words:
@@ -248,7 +218,7 @@ class Lane(threading.Thread):
             yield piece
 
     def _timed(
-        self, job: Job, blocks: Iterator[np.ndarray]
+        self, job: Job, blocks: Iterator[np.ndarray], opening_s: float
     ) -> tuple[Iterator[np.ndarray], float | None]:
         """A job with `at`, rendered whole ahead, and the instant its first sample is to leave
         the speaker; None to play at once: too late (a `late` event; dropped instead when
@@ -258,7 +228,7 @@ class Lane(threading.Thread):
             raise Interrupted
         assert job.command.at is not None
         start_at = job.command.at / 1000
-        late_s = time.time() + self.player.open_s - start_at
+        late_s = time.time() + opening_s - start_at
         if late_s <= 0:
             return iter(rendered), start_at
         policy = self.settings.config.queue.sync_late_policy
@@ -267,38 +237,3 @@ class Lane(threading.Thread):
             self._interrupt = "late"
             raise Interrupted
         return iter(rendered), None
-
-    def _tee(
-        self,
-        blocks: Iterator[np.ndarray],
-        kept: list[np.ndarray],
-        topic: str,
-        form: str,
-        rate: int,
-        sent_rate: int,
-    ) -> Iterator[np.ndarray]:
-        """Passes blocks through; PCM chunks go out as they come (at `sent_rate`), the blocks
-        of a whole format are kept."""
-        if form != "pcm":
-            for block in blocks:
-                kept.append(block)
-                yield block
-            return
-        resampler = None
-        if sent_rate != rate:
-            resampler = soxr.ResampleStream(rate, sent_rate, 1, dtype="float32")
-        sequence = 0
-        for block in blocks:
-            sent = block if resampler is None else resampler.resample_chunk(block)
-            if sent.size:  # an empty chunk would tell the listener the stream has ended
-                self.publish(topic, encode_chunk(sent, sent_rate, sequence))
-                sequence += 1
-            yield block
-        if self._interrupt is None:
-            last = np.zeros(0, dtype=np.float32)
-            if resampler is not None:
-                last = resampler.resample_chunk(last, last=True)
-            if last.size:
-                self.publish(topic, encode_chunk(last, sent_rate, sequence))
-                sequence += 1
-            self.publish(topic, encode_chunk(np.zeros(0, dtype=np.float32), sent_rate, sequence))

@@ -107,6 +107,9 @@ class StatusReport:
             target = self.player.target(self.voices.get().info.sample_rate).name
         except FastvoiceError as error:
             target = f"unavailable: {error}"
+        file_dir = self.settings.config.audio.file_dir
+        if file_dir is not None:
+            target += f" (files in {file_dir})"
         backend = self.voices.backend
         last_reload, attempt = self.settings.last_reload, self.settings.last_reload_attempt
         quiet = quiet_for(self.settings.config)
@@ -124,7 +127,7 @@ class StatusReport:
             "workers": backend.workers,
             "gpu": backend.gpu_report(),
             "audio_device": target,
-            "audio": self.player.describe(),
+            "audio": {**self.player.describe(), "file_dir": file_dir and str(file_dir)},
             "cache": self.cache.describe() if self.cache is not None else None,
             "journal": self.journal.describe() if self.journal is not None else None,
             "artifacts_problem": self.loading.artifacts_problem,

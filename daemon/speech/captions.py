@@ -40,10 +40,11 @@ class Cue:
 
 class WordClock:
     """Follows pieces on their way to be joined and keeps their words' times in the joined
-    audio."""
+    audio, `lead_s` after its start where an output puts sound before it (a lead-in)."""
 
-    def __init__(self, sample_rate: int, pause_s: float) -> None:
+    def __init__(self, sample_rate: int, pause_s: float, lead_s: float = 0.0) -> None:
         self.rate = sample_rate
+        self.lead_s = lead_s
         self.pause = pause_samples(sample_rate, pause_s)
         self.layout = SentenceLayout()
         self.samples = 0
@@ -54,7 +55,7 @@ class WordClock:
         pause_before, _ = self.layout.place(piece)
         if pause_before:
             self.samples += self.pause
-        start = self.samples / self.rate
+        start = self.lead_s + self.samples / self.rate
         self.samples += len(piece.samples)
         placed = [WordTiming(w.word, start + w.start_s, start + w.end_s) for w in piece.words]
         self.words.extend(placed)

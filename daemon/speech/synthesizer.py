@@ -65,9 +65,10 @@ class Synthesizer:
             pieces, rate, self._pause(pause_s), self.settings.config.audio.fade_ms
         )
 
-    def word_clock(self, rate: int, pause_s: float | None = None) -> WordClock:
-        """A clock for the words of pieces joined by `joined` with the same `pause_s`."""
-        return WordClock(rate, self._pause(pause_s))
+    def word_clock(self, rate: int, pause_s: float | None = None, lead_s: float = 0.0) -> WordClock:
+        """A clock for the words of pieces joined by `joined` with the same `pause_s`, heard
+        `lead_s` after the joined audio's start."""
+        return WordClock(rate, self._pause(pause_s), lead_s)
 
     def _pause(self, pause_s: float | None) -> float:
         return self.settings.config.audio.sentence_pause_s if pause_s is None else pause_s
