@@ -127,7 +127,8 @@ class SayCommand(BaseModel):
     captions: bool = Field(
         False,
         description="a `words` event per sentence before it is heard: its words with their "
-        "start and end in ms from the job's first sample",
+        "start and end in ms from the first sample the job plays (audio.lead_in_ms and the "
+        "chime included)",
     )
 
     _topic = field_validator("reply_topic")(_plain_topic)
