@@ -4,14 +4,18 @@ word times that follow the played stream."""
 
 from __future__ import annotations
 
+import asyncio
 import io
+import threading
 import wave
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
 
 from daemon.audio.pcm_stream import decode_chunk
 from daemon.audio.sinks import Padded, PublishSink, RawPcmSink, WavFileSink, deliver
+from daemon.audio.sinks.handoff import Handoff
 from daemon.errors import AudioDeviceError, FastvoiceError
 from daemon.service.commands import SayCommand
 from tests.conftest import EMBEDDED_RATE
@@ -135,3 +139,70 @@ def test_a_job_timed_to_an_instant_has_no_lead_in(synthesizer, tmp_path):
     recorder, _ = run_lane(synthesizer, command, audio)
     assert recorder.start_at == pytest.approx(at / 1000)
     assert np.flatnonzero(np.abs(recorder.audio) > 0.02)[0] < round(0.3 * EMBEDDED_RATE)
+
+
+# Handed to an asyncio consumer (HTTP bodies, Wyoming connections)
+
+
+def test_a_handoff_gives_the_blocks_in_order_and_keeps_only_a_few_ahead():
+    made: list[int] = []
+
+    def blocks():
+        for number in range(20):
+            made.append(number)
+            yield tone(0.01, number / 100)
+
+    async def consume() -> list[float]:
+        with ThreadPoolExecutor(2) as pool:
+            handoff = Handoff(blocks(), RATE, pool)
+            read = []
+            while (block := await handoff.next()) is not None:
+                await asyncio.sleep(0.01)  # a slow client
+                assert len(made) - len(read) <= 6  # the queue's depth, one in hand, one made
+                read.append(float(block[0]))
+            await handoff.close()
+            return read
+
+    assert asyncio.run(consume()) == pytest.approx([n / 100 for n in range(20)])
+
+
+def test_a_failure_while_making_is_raised_after_the_blocks_before_it():
+    def blocks():
+        yield tone(0.01)
+        raise FastvoiceError("the decoder failed")
+
+    async def consume() -> int:
+        with ThreadPoolExecutor(1) as pool:
+            handoff = Handoff(blocks(), RATE, pool)
+            read = 0
+            with pytest.raises(FastvoiceError, match="the decoder failed"):
+                while await handoff.next() is not None:
+                    read += 1
+            return read
+
+    assert asyncio.run(consume()) == 1
+
+
+def test_a_consumer_that_leaves_ends_the_making_on_its_thread():
+    """A client that goes away: the generator is closed after the block being made (its
+    `finally` runs: a render's admission place comes back), not left to the garbage collector."""
+    ended = threading.Event()
+    made: list[int] = []
+
+    def blocks():
+        try:
+            for number in range(1000):
+                made.append(number)
+                yield tone(0.01)
+        finally:
+            ended.set()
+
+    async def leave_early() -> None:
+        with ThreadPoolExecutor(1) as pool:
+            handoff = Handoff(blocks(), RATE, pool)
+            await handoff.next()
+            await handoff.close()
+            assert ended.is_set()
+
+    asyncio.run(leave_early())
+    assert len(made) < 20
