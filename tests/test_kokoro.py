@@ -97,11 +97,11 @@ def test_a_request_asking_for_a_language_gets_a_voice_of_it(registry):
     assert voices_of("JR東日本をご利用ください。", ALPHA, both) == [ALPHA]
     # The default voice is taken when it speaks the language, before any other of it.
     assert registry.default == ALPHA and registry.choose(None, "ja") == ALPHA
-    registry.default = MIX
+    registry.set_default(MIX)
     try:
         assert registry.choose(None, "ja") == MIX
     finally:
-        registry.default = ALPHA
+        registry.set_default(ALPHA)
 
 
 def test_a_missing_part_leaves_no_half_graph(tmp_path, monkeypatch):

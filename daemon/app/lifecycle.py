@@ -68,9 +68,10 @@ class Service:
         """What a reload changed, given to the parts that keep state of their own (the others
         read the config in force when they use it)."""
         config, changed = self.settings.config, set(report.changed)
+        if "voice" in changed:  # the file names another voice: it replaces an MQTT choice
+            self.voices.set_default(config.voice)  # before the refresh tries the broken again
         self.loading.refresh()
         if "voice" in changed:
-            self.voices.default = config.voice
             self.door.changed("voice")
         if any(key.startswith("audio.") for key in changed):
             self.player.apply(config.audio)

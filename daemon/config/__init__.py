@@ -8,7 +8,16 @@ step after them (daemon.admin.config_checks).
 """
 
 from daemon.config.audio import AudioConfig, SoundsConfig
-from daemon.config.base import DEFAULT_VOICE, NAME_PATTERN, StrictModel, VoiceName
+from daemon.config.base import (
+    DEFAULT_VOICE,
+    NAME_PATTERN,
+    Reload,
+    Reloadable,
+    RestartOnly,
+    StrictModel,
+    VoiceName,
+    reload_marks,
+)
 from daemon.config.loading import (
     ENV_CONFIG,
     SYSTEM_CONFIG,
@@ -61,6 +70,9 @@ __all__ = [
     "PregenerateItem",
     "QueueConfig",
     "QuietWindow",
+    "Reload",
+    "Reloadable",
+    "RestartOnly",
     "RuntimeConfig",
     "ScheduleEntry",
     "SoundsConfig",
@@ -76,4 +88,5 @@ __all__ = [
     "parse_config",
     "read_config_file",
     "read_yaml",
+    "reload_marks",
 ]

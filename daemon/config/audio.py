@@ -8,36 +8,40 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from daemon.config.base import SoundName, StrictModel, resolve_path
+from daemon.config.base import Reloadable, RestartOnly, SoundName, StrictModel, resolve_path
 
 NO_DEVICE = "none"
 
 
 class AudioConfig(StrictModel):
-    device: str | int | None = Field(
+    device: Reloadable[str | int | None] = Field(
         None,
         description="output device name or index; none: no sound card (played jobs go to "
         "file_dir only)",
     )
-    file_dir: Path | None = Field(
+    file_dir: Reloadable[Path | None] = Field(
         None,
         description="each played job also written here as <job id>.wav (a PA system that "
         "plays files, an archive, a box without a sound card)",
     )
-    volume: float = Field(1.0, ge=0.0, le=1.0)
-    sentence_pause_s: float = Field(0.2, ge=0.0, le=5.0, description="silence between sentences")
-    fade_ms: float = Field(4.0, ge=0.0, le=50.0, description="fade at sentence edges (no clicks)")
-    lead_in_ms: int = Field(
+    volume: Reloadable[float] = Field(1.0, ge=0.0, le=1.0)
+    sentence_pause_s: Reloadable[float] = Field(
+        0.2, ge=0.0, le=5.0, description="silence between sentences"
+    )
+    fade_ms: Reloadable[float] = Field(
+        4.0, ge=0.0, le=50.0, description="fade at sentence edges (no clicks)"
+    )
+    lead_in_ms: Reloadable[int] = Field(
         0,
         ge=0,
         le=5000,
         description="silence played before each job, for an amplifier that wakes late and "
         "would swallow the first word",
     )
-    tail_ms: int = Field(
+    tail_ms: Reloadable[int] = Field(
         0, ge=0, le=5000, description="silence played after each job, for one that cuts the end"
     )
-    keep_awake_s: float = Field(
+    keep_awake_s: Reloadable[float] = Field(
         0.0,
         ge=0.0,
         le=3600.0,
@@ -45,20 +49,20 @@ class AudioConfig(StrictModel):
         "sleeps between announcements and wakes late (the next job also starts without "
         "opening the device)",
     )
-    keep_awake_tone_dbfs: float | None = Field(
+    keep_awake_tone_dbfs: Reloadable[float | None] = Field(
         None,
         ge=-90.0,
         le=-20.0,
         description="while the output is held open, a 20 Hz tone at this level instead of "
         "silence, for an amplifier whose auto-standby listens for a signal; null: silence",
     )
-    sample_rate: int | None = Field(
+    sample_rate: Reloadable[int | None] = Field(
         None, ge=8000, le=192_000, description="resample to this rate (default: the voice's)"
     )
-    prefill_s: float = Field(
+    prefill_s: Reloadable[float] = Field(
         0.1, ge=0.0, le=600.0, description="audio buffered before playback starts"
     )
-    media_role: Literal["announce", "event", "phone", "notification"] | None = Field(
+    media_role: RestartOnly[Literal["announce", "event", "phone", "notification"] | None] = Field(
         "announce",
         description="media.role of the playback streams on PulseAudio or PipeWire, whose "
         "role-ducking lowers music while fastvoice speaks; null: none",
@@ -75,6 +79,7 @@ class AudioConfig(StrictModel):
         return self
 
 
+# Reloadable, every key: marked where Config declares `sounds`.
 class SoundsConfig(StrictModel):
     dir: Path | None = Field(
         None, description="WAV, FLAC or OGG files, each a sound named by its file name's stem"

@@ -7,7 +7,7 @@ from typing import Literal, Protocol
 from pydantic import Field, field_validator, model_validator
 
 from daemon.config.audio import AudioConfig, SoundsConfig
-from daemon.config.base import DEFAULT_VOICE, StrictModel, VoiceName
+from daemon.config.base import DEFAULT_VOICE, Reloadable, RestartOnly, StrictModel, VoiceName
 from daemon.config.mqtt import HermesConfig, HomeAssistantConfig, MqttConfig
 from daemon.config.queue import CacheConfig, QueueConfig
 from daemon.config.runtime import GpuConfig, RuntimeConfig
@@ -20,28 +20,33 @@ from daemon.config.voices import CatalogConfig, VoiceConfig, default_voices
 class Config(StrictModel):
     """The whole file. Every default here is also written out in config/fastvoice.yaml."""
 
-    version: Literal[1] = 1
-    voice: VoiceName = Field(DEFAULT_VOICE, description="voice used when a request names none")
-    voices: dict[VoiceName, VoiceConfig] = Field(default_factory=default_voices)
-    catalog: CatalogConfig = Field(default_factory=CatalogConfig)
-    runtime: RuntimeConfig = Field(default_factory=RuntimeConfig)
-    gpu: GpuConfig = Field(default_factory=GpuConfig)
-    text: TextConfig = Field(default_factory=TextConfig)
+    # Each key is marked Reloadable or RestartOnly (daemon.config.base.Reload): a section whose
+    # keys are all of one kind here, the keys of the other sections in their own models.
+
+    version: RestartOnly[Literal[1]] = 1
+    voice: Reloadable[VoiceName] = Field(
+        DEFAULT_VOICE, description="voice used when a request names none"
+    )
+    voices: RestartOnly[dict[VoiceName, VoiceConfig]] = Field(default_factory=default_voices)
+    catalog: Reloadable[CatalogConfig] = Field(default_factory=CatalogConfig)
+    runtime: RestartOnly[RuntimeConfig] = Field(default_factory=RuntimeConfig)
+    gpu: RestartOnly[GpuConfig] = Field(default_factory=GpuConfig)
+    text: Reloadable[TextConfig] = Field(default_factory=TextConfig)
     audio: AudioConfig = Field(default_factory=AudioConfig)
-    sounds: SoundsConfig = Field(default_factory=SoundsConfig)
-    time_zone: str | None = Field(
+    sounds: Reloadable[SoundsConfig] = Field(default_factory=SoundsConfig)
+    time_zone: Reloadable[str | None] = Field(
         None, description="IANA time zone of quiet_hours (default: the box's own)"
     )
-    quiet_hours: list[QuietWindow] = Field(default_factory=list)
-    schedules: list[ScheduleEntry] = Field(default_factory=list)
+    quiet_hours: Reloadable[list[QuietWindow]] = Field(default_factory=list)
+    schedules: Reloadable[list[ScheduleEntry]] = Field(default_factory=list)
     cache: CacheConfig = Field(default_factory=CacheConfig)
     queue: QueueConfig = Field(default_factory=QueueConfig)
     mqtt: MqttConfig = Field(default_factory=MqttConfig)
-    homeassistant: HomeAssistantConfig = Field(default_factory=HomeAssistantConfig)
+    homeassistant: RestartOnly[HomeAssistantConfig] = Field(default_factory=HomeAssistantConfig)
     hermes: HermesConfig = Field(default_factory=HermesConfig)
     wyoming: WyomingConfig = Field(default_factory=WyomingConfig)
     http: HttpConfig = Field(default_factory=HttpConfig)
-    local: LocalConfig = Field(default_factory=LocalConfig)
+    local: RestartOnly[LocalConfig] = Field(default_factory=LocalConfig)
 
     @field_validator("time_zone")
     @classmethod

@@ -10,8 +10,11 @@ from typing import Annotated, Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 
-from daemon.config.base import StrictModel, TopicLevel, resolve_path
+from daemon.config.base import Reloadable, RestartOnly, StrictModel, TopicLevel, resolve_path
 from daemon.config.secrets import one_source, read_secret
+
+# A zone's or a render group's name: one topic level.
+GroupName = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")]
 
 
 class MqttTlsConfig(StrictModel):
@@ -29,40 +32,46 @@ class MqttTlsConfig(StrictModel):
 
 
 class MqttConfig(StrictModel):
-    host: str = "localhost"
-    port: int = Field(1883, ge=1, le=65535)
-    username: str | None = None
-    password_file: Path | None = Field(None, description="file holding the password (mode 0600)")
-    password_env: str | None = Field(None, description="environment variable holding the password")
-    client_id: str | None = None
-    base_topic: str = Field(
+    host: RestartOnly[str] = "localhost"
+    port: RestartOnly[int] = Field(1883, ge=1, le=65535)
+    username: RestartOnly[str | None] = None
+    password_file: RestartOnly[Path | None] = Field(
+        None, description="file holding the password (mode 0600)"
+    )
+    password_env: RestartOnly[str | None] = Field(
+        None, description="environment variable holding the password"
+    )
+    client_id: RestartOnly[str | None] = None
+    base_topic: RestartOnly[str] = Field(
         "fastvoice/{hostname}", description="'{hostname}' is replaced by this box's host name"
     )
-    qos: Literal[0, 1, 2] = 1
-    keepalive_s: int = Field(30, ge=5, le=3600)
-    stats_interval_s: float = Field(60.0, ge=1.0, le=86_400, description="period of `stats`")
-    tls: MqttTlsConfig | None = None
-    reply_topic_prefixes: list[str] = Field(
+    qos: RestartOnly[Literal[0, 1, 2]] = 1
+    keepalive_s: RestartOnly[int] = Field(30, ge=5, le=3600)
+    stats_interval_s: Reloadable[float] = Field(
+        60.0, ge=1.0, le=86_400, description="period of `stats`"
+    )
+    tls: RestartOnly[MqttTlsConfig | None] = None
+    reply_topic_prefixes: Reloadable[list[str]] = Field(
         default_factory=list,
         description="topics outside base_topic that a `say` may name as its reply_topic",
     )
-    publish_format: Literal["wav", "pcm", "flac", "mp3", "opus"] = Field(
+    publish_format: Reloadable[Literal["wav", "pcm", "flac", "mp3", "opus"]] = Field(
         "wav", description="published audio's format when a `say` names none"
     )
-    publish_sample_rate: int | None = Field(
+    publish_sample_rate: Reloadable[int | None] = Field(
         None,
         ge=8000,
         le=48000,
         description="published audio's rate when a `say` names none (default: the voice's)",
     )
-    fleet_topic: str | None = Field(
+    fleet_topic: RestartOnly[str | None] = Field(
         None,
         description="where zones and the whole fleet are addressed (default: base_topic's parent)",
     )
-    zones: list[Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")]] = Field(
+    zones: RestartOnly[list[GroupName]] = Field(
         default_factory=list, description="the zones this box belongs to"
     )
-    render_group: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")] | None = Field(
+    render_group: RestartOnly[GroupName | None] = Field(
         None,
         description="take publish-only jobs from the fleet's shared render queue "
         "(<fleet_topic>/render/say) with the other boxes of this group; null: take none",
@@ -137,6 +146,7 @@ class MqttConfig(StrictModel):
         return read_secret(self.password_file, self.password_env)
 
 
+# Restart-only, every key: marked where Config declares `homeassistant`.
 class HomeAssistantConfig(StrictModel):
     """MQTT discovery: the box appears in Home Assistant as a device with its entities."""
 
@@ -150,12 +160,14 @@ class HomeAssistantConfig(StrictModel):
 class HermesConfig(StrictModel):
     """Rhasspy's Hermes TTS: hermes/tts/say → the same queue → hermes/tts/sayFinished."""
 
-    enabled: bool = False
-    site_id: TopicLevel = Field("default", description="answer `say` messages for this siteId")
-    any_site: bool = Field(False, description="answer `say` messages for every siteId")
-    remote_playback: bool = Field(
+    enabled: RestartOnly[bool] = False
+    site_id: Reloadable[TopicLevel] = Field(
+        "default", description="answer `say` messages for this siteId"
+    )
+    any_site: Reloadable[bool] = Field(False, description="answer `say` messages for every siteId")
+    remote_playback: Reloadable[bool] = Field(
         False, description="publish WAV to the site's audioServer playBytes instead of playing"
     )
-    play_finished_timeout_s: float = Field(
+    play_finished_timeout_s: Reloadable[float] = Field(
         120.0, gt=0, le=3600, description="send sayFinished anyway when playFinished never comes"
     )

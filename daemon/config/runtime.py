@@ -11,6 +11,7 @@ from pydantic import Field, field_validator, model_validator
 from daemon.config.base import StrictModel, resolve_path
 
 
+# Restart-only, every key: marked where Config declares `runtime`.
 class RuntimeConfig(StrictModel):
     backend: Literal["auto", "trt", "ort-trt", "ort-cuda", "ort-cpu"] = Field(
         "auto",
@@ -73,6 +74,7 @@ def _default_profiles() -> dict[str, DimRange]:
     }
 
 
+# Restart-only, every key: marked where Config declares `gpu`.
 class GpuConfig(StrictModel):
     """The GPU backends: which device, how much of its memory, and how engines are built."""
 

@@ -8,19 +8,19 @@ from typing import Annotated
 
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 
-from daemon.config.base import StrictModel, VoiceName, resolve_path
+from daemon.config.base import Reloadable, RestartOnly, StrictModel, VoiceName, resolve_path
 from daemon.config.secrets import one_source, read_secret
 from daemon.errors import ConfigError
 from daemon.validation import format_validation_error
 
 
 class WyomingConfig(StrictModel):
-    uri: str | None = Field(
+    uri: RestartOnly[str | None] = Field(
         None,
         pattern=r"^(tcp://[^\s/]+:[0-9]{1,5}|unix://\S+)$",
         description="serve the Wyoming protocol here, e.g. tcp://0.0.0.0:10200",
     )
-    stream_idle_s: float = Field(
+    stream_idle_s: Reloadable[float] = Field(
         30.0,
         ge=0.5,
         le=600.0,
@@ -43,26 +43,34 @@ _LISTEN = re.compile(r"^(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+)?(?::(?P<por
 class HttpConfig(StrictModel):
     """REST, the OpenAI-compatible speech endpoint and /metrics; off unless `listen` is set."""
 
-    listen: str | None = Field(
+    listen: RestartOnly[str | None] = Field(
         None,
         pattern=_LISTEN.pattern,
         description="HOST:PORT to serve HTTP on (a bare port or ':PORT' binds 127.0.0.1)",
     )
-    token_file: Path | None = Field(None, description="file holding the bearer token (0600)")
-    token_env: str | None = Field(None, description="or: environment variable holding it")
-    require_token_for_reads: bool = Field(
+    token_file: RestartOnly[Path | None] = Field(
+        None, description="file holding the bearer token (0600)"
+    )
+    token_env: RestartOnly[str | None] = Field(
+        None, description="or: environment variable holding it"
+    )
+    require_token_for_reads: RestartOnly[bool] = Field(
         False, description="the token for every request, not only those that change state"
     )
-    max_body_bytes: int = Field(65_536, ge=1024, le=10_000_000, description="larger are refused")
-    cors_origins: list[str] = Field(default_factory=list, description="origins allowed by CORS")
-    stream_idle_s: float = Field(
+    max_body_bytes: RestartOnly[int] = Field(
+        65_536, ge=1024, le=10_000_000, description="larger are refused"
+    )
+    cors_origins: RestartOnly[list[str]] = Field(
+        default_factory=list, description="origins allowed by CORS"
+    )
+    stream_idle_s: Reloadable[float] = Field(
         30.0,
         ge=0.5,
         le=600.0,
         description="POST /api/say/stream: a body that sends nothing for this long is ended "
         "(what it held is spoken)",
     )
-    voice_aliases: dict[Annotated[str, Field(max_length=64)], VoiceName] = Field(
+    voice_aliases: Reloadable[dict[Annotated[str, Field(max_length=64)], VoiceName]] = Field(
         default_factory=dict,
         description="names the OpenAI route takes for voices (alloy: en_US-joe-medium): "
         "clients written for OpenAI send its voice names",
@@ -98,6 +106,7 @@ class HttpConfig(StrictModel):
             raise ConfigError(f"--http:\n{format_validation_error(error)}") from None
 
 
+# Restart-only, every key: marked where Config declares `local`.
 class LocalConfig(StrictModel):
     socket: bool = Field(
         True,

@@ -32,6 +32,7 @@ class LexiconConfig(StrictModel):
     _resolve = field_validator("file")(resolve_path)
 
 
+# Reloadable, every key (the lexicon too): marked where Config declares `text`.
 class TextConfig(StrictModel):
     max_chars: int = Field(10_000, ge=1, le=1_000_000, description="longest text accepted")
     max_sentence_chars: int = Field(

@@ -169,6 +169,7 @@ def default_voices() -> dict[str, VoiceConfig]:
 UPSTREAM_FILES = "https://huggingface.co/rhasspy/piper-voices/resolve/v1.0.0/"
 
 
+# Reloadable, every key: marked where Config declares `catalog`.
 class CatalogConfig(StrictModel):
     """Where `fastvoice voices` finds Piper's catalogue, and where installed voices live."""
 

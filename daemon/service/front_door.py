@@ -131,13 +131,15 @@ class FrontDoor:
 
     @property
     def default_voice(self) -> str:
+        """The voice of requests that name none (the embedded one while the chosen is broken)."""
         return self._voices.default
 
     def set_default_voice(self, name: str) -> None:
-        """The voice of requests that name none; raises VoiceError for a voice that cannot
-        speak."""
+        """Chooses the voice of requests that name none, until another choice or a reload that
+        changes the config's `voice` (a reload of an unchanged file keeps it); raises
+        VoiceError for a voice the box does not have."""
         self._voices.require(name)
-        self._voices.default = name
+        self._voices.set_default(name)
         self.changed("voice")
 
     def changed(self, part: str) -> None:

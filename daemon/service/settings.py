@@ -16,125 +16,41 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from daemon.config import Config
+from daemon.config import Config, Reload, reload_marks
 from daemon.voices.installed import installed_names
 
-RELOADABLE = frozenset(
-    {
-        "voice",
-        "catalog.url",
-        "catalog.files_url",
-        "catalog.dir",
-        "text.max_chars",
-        "text.max_sentence_chars",
-        "text.normalize",
-        "text.ssml_max_depth",
-        "text.lexicon.file",
-        "text.lexicon.words",
-        "text.lexicon.voices",
-        "audio.device",
-        "audio.file_dir",
-        "audio.volume",
-        "audio.sentence_pause_s",
-        "audio.fade_ms",
-        "audio.lead_in_ms",
-        "audio.tail_ms",
-        "audio.keep_awake_s",
-        "audio.keep_awake_tone_dbfs",
-        "audio.sample_rate",
-        "audio.prefill_s",
-        "sounds.dir",
-        "sounds.chime_by_priority",
-        "time_zone",
-        "quiet_hours",
-        "schedules",
-        "cache.max_mb",
-        "queue.max_jobs",
-        "queue.max_payload_bytes",
-        "queue.resume_interrupted",
-        "queue.sync_lead_s",
-        "queue.sync_late_policy",
-        "queue.stall_limit_s",
-        "mqtt.stats_interval_s",
-        "mqtt.reply_topic_prefixes",
-        "mqtt.publish_format",
-        "mqtt.publish_sample_rate",
-        "wyoming.stream_idle_s",
-        "http.stream_idle_s",
-        "hermes.site_id",
-        "hermes.any_site",
-        "hermes.remote_playback",
-        "hermes.play_finished_timeout_s",
-        "http.voice_aliases",
-    }
-)
-# What the service is built from: loaded voices and backends, open connections and files,
-# listening sockets, subscriptions and Home Assistant's entities.
-RESTART_ONLY = frozenset(
-    {
-        "version",
-        "voices",
-        "runtime.backend",
-        "runtime.threads",
-        "runtime.workers",
-        "runtime.precision",
-        "runtime.artifacts",
-        "runtime.build_on_start",
-        "runtime.artifact_dir",
-        "gpu.device",
-        "gpu.vram_budget_mb",
-        "gpu.cuda_context_mb",
-        "gpu.precision",
-        "gpu.max_batch",
-        "gpu.profiles",
-        "gpu.profile_levels",
-        "gpu.builder_optimization_level",
-        "gpu.workspace_fraction",
-        "audio.media_role",
-        "cache.enabled",
-        "cache.dir",
-        "cache.pregenerate",
-        "queue.persist",
-        "queue.journal_dir",
-        "mqtt.host",
-        "mqtt.port",
-        "mqtt.username",
-        "mqtt.password_file",
-        "mqtt.password_env",
-        "mqtt.client_id",
-        "mqtt.render_group",
-        "mqtt.base_topic",
-        "mqtt.fleet_topic",
-        "mqtt.zones",
-        "mqtt.qos",
-        "mqtt.keepalive_s",
-        "mqtt.tls",
-        "homeassistant.discovery",
-        "homeassistant.prefix",
-        "homeassistant.node_id",
-        "hermes.enabled",
-        "wyoming.uri",
-        "http.listen",
-        "http.token_file",
-        "http.token_env",
-        "http.require_token_for_reads",
-        "http.max_body_bytes",
-        "http.cors_origins",
-        "local.socket",
-    }
-)
+
+def key_marks(
+    model: type[BaseModel] = Config, prefix: str = "", above: tuple[Reload, ...] = ()
+) -> dict[str, tuple[Reload, ...]]:
+    """Every key path of the config down to its values (a mapping or list is one value), with
+    the reload marks on its way: its sections' and its own (daemon.config.base.Reload)."""
+    keys: dict[str, tuple[Reload, ...]] = {}
+    for name, info in model.model_fields.items():
+        marks = (*above, *reload_marks(info))
+        annotation = info.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            keys |= key_marks(annotation, f"{prefix}{name}.", marks)
+        else:
+            keys[f"{prefix}{name}"] = marks
+    return keys
 
 
 def leaf_keys(model: type[BaseModel] = Config, prefix: str = "") -> set[str]:
     """Every key path of the config down to its values (a mapping or list is one value)."""
-    keys = set()
-    for name, info in model.model_fields.items():
-        annotation = info.annotation
-        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-            keys |= leaf_keys(annotation, f"{prefix}{name}.")
-        else:
-            keys.add(f"{prefix}{name}")
-    return keys
+    return set(key_marks(model, prefix))
+
+
+def _marked(kind: Reload) -> frozenset[str]:
+    return frozenset(key for key, marks in key_marks().items() if marks == (kind,))
+
+
+# The keys a reload takes at once, and those it keeps at their running value: what the service
+# is built from (loaded voices and backends, open connections and files, listening sockets,
+# subscriptions and Home Assistant's entities). Each key is marked where the config models
+# declare it; a key marked neither way, or twice, is in neither set (and kept until a restart).
+RELOADABLE = _marked(Reload.RELOADABLE)
+RESTART_ONLY = _marked(Reload.RESTART_ONLY)
 
 
 def value_at(config: BaseModel, key: str) -> Any:
@@ -191,7 +107,8 @@ class Settings:
     def reload(self, loaded: Config) -> ReloadReport:
         """Takes the reloadable keys of `loaded`; the restart-only ones it changes are listed."""
         with self._lock:
-            restart_needed = [k for k in changed_keys(self.started, loaded) if k in RESTART_ONLY]
+            from_file = changed_keys(self.started, loaded)
+            restart_needed = [key for key in from_file if key not in RELOADABLE]
             in_force = loaded
             for key in restart_needed:
                 in_force = replaced(in_force, key, value_at(self.started, key))

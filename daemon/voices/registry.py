@@ -4,6 +4,10 @@ process). `refresh` takes voices installed or removed since, without a restart.
 A voice that cannot load (a damaged model, a missing package, a graph that is not a voice's) is
 quarantined: it is reported with its error and its fix, every request for it gets that error,
 and the others go on. If it is the default voice, the embedded voice stands in for it.
+
+The default voice in force lives here, and only here: the voice chosen (the config's `voice` at
+start and at a reload that changes it, the MQTT `voice` command) and, derived from it, the
+embedded voice while the chosen one is quarantined. The config's `voice` is what the file says.
 """
 
 from __future__ import annotations
@@ -102,12 +106,13 @@ class BrokenVoice:
 
 
 class VoiceRegistry:
-    """The voices (configured and installed; `refresh` rescans) and the default one (which a
-    reload or the MQTT `voice` command changes)."""
+    """The voices (configured and installed; `refresh` rescans) and the default one (which
+    `set_default` chooses: a reload that changes the config's `voice`, the MQTT `voice`
+    command)."""
 
     def __init__(self, config: Config, backend: Backend) -> None:
-        self.default = config.voice
-        self.fallback_from: str | None = None  # the default voice while the embedded stands in
+        self._chosen = config.voice  # the default voice as chosen (set_default)
+        self._broken_default: str | None = None  # a chosen default found broken (fall_back)
         self.backend = backend
         self.artifact_store: Path = config.runtime.artifact_dir or default_store()
         self.configs: dict[str, VoiceConfig] = voice_configs(config)
@@ -119,6 +124,25 @@ class VoiceRegistry:
     @property
     def names(self) -> list[str]:
         return sorted(self.configs)
+
+    @property
+    def default(self) -> str:
+        """The voice of requests that name none: the chosen one, or the embedded voice while
+        the chosen one is broken (`fallback_from`)."""
+        chosen = self._chosen
+        return DEFAULT_VOICE if chosen == self._broken_default else chosen
+
+    @property
+    def fallback_from(self) -> str | None:
+        """The chosen default voice while the embedded voice stands in for it, else None."""
+        chosen = self._chosen
+        return chosen if chosen == self._broken_default else None
+
+    def set_default(self, name: str) -> None:
+        """Chooses the default voice (a name of `names`: callers check it with `require`). It
+        holds until the next choice, whatever a refresh or a fallback does: the embedded voice
+        stands in for it only while it is the one found broken."""
+        self._chosen = name
 
     def usable(self) -> list[str]:
         """The voices that load (each loaded now if it was not); the others are quarantined."""
@@ -134,11 +158,13 @@ class VoiceRegistry:
     def refresh(self, config: Config) -> tuple[list[str], list[str]]:
         """Rescans the voices directory: (added, removed). A voice whose settings or files
         changed (a reinstall) is loaded again at its next use, and a quarantined voice is tried
-        again; the default voice is never dropped."""
+        again; the default voice (the chosen one, and the embedded one standing in for it) is
+        never dropped."""
         configs = voice_configs(config)
         with self._lock:
-            if self.default not in configs and self.default in self.configs:
-                configs[self.default] = self.configs[self.default]
+            for name in (self._chosen, self.default):
+                if name not in configs and name in self.configs:
+                    configs[name] = self.configs[name]
             added = sorted(set(configs) - set(self.configs))
             removed = sorted(set(self.configs) - set(configs))
             for name, voice in list(self._loaded.items()):
@@ -147,20 +173,20 @@ class VoiceRegistry:
             self.configs = configs
             self._configured = set(config.voices)
             self.broken.clear()
-            if self.fallback_from is not None:
-                self.default, self.fallback_from = self.fallback_from, None
+            self._broken_default = None  # the chosen default is tried again
         return added, removed
 
     def fall_back(self) -> BrokenVoice | None:
-        """When the default voice is quarantined, the embedded voice becomes the default (the
-        configured one is tried again at the next refresh). Returns the broken default, or
-        None when it loads."""
-        broken = self.broken.get(self.default)
-        if broken is None or self.default == DEFAULT_VOICE:
+        """When the chosen default voice is quarantined, the embedded voice stands in for it
+        until the next refresh tries it again, or another voice is chosen. Returns the broken
+        default (once), or None when it loads."""
+        chosen = self._chosen
+        broken = self.broken.get(chosen)
+        if broken is None or chosen in (DEFAULT_VOICE, self._broken_default):
             return None
         with self._lock:
             self.configs.setdefault(DEFAULT_VOICE, default_voices()[DEFAULT_VOICE])
-        self.fallback_from, self.default = self.default, DEFAULT_VOICE
+        self._broken_default = chosen
         return broken
 
     def quarantine(self, name: str, error: str) -> BrokenVoice:
