@@ -9,8 +9,9 @@ ENDS = ("finished", "failed", "interrupted", "rejected")
 
 @dataclass(frozen=True)
 class Refusal:
-    """Why a job was not accepted, as its `rejected` event says: the reason (`invalid`,
-    `duplicate`, `queue_full`) an interface answers by (HTTP's status), and the message."""
+    """Why a job was not accepted, as its `rejected` event says: the reason (`bad_text`,
+    `bad_voice`, `bad_sound`, `duplicate`, `queue_full`: daemon.errors.REASONS) an interface
+    answers by (HTTP's status, the CLI's exit code), and the message."""
 
     reason: str
     message: str

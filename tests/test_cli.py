@@ -47,6 +47,18 @@ def test_say_plays_on_the_default_device(capture):
     assert 0.5 < speech / EMBEDDED_RATE < 4.0
 
 
+def test_say_here_plays_the_configured_lead_in_before_the_speech(capture, tmp_path):
+    """`say --local` plays as the service does: `audio.lead_in_ms` of silence first (the
+    capture is not paced, so silence the stream itself adds is short: the first block is made
+    before the device opens)."""
+    config = tmp_path / "fastvoice.yaml"
+    config.write_text(json.dumps({"audio": {"lead_in_ms": 800}}))
+    result = run_cli("say", "--local", "--config", str(config), "Doors closing.", env=capture.env())
+    assert result.returncode == 0, result.stderr
+    stream = np.fromfile(capture.files["default"], dtype=np.float32)
+    assert np.flatnonzero(stream)[0] >= 0.8 * EMBEDDED_RATE
+
+
 def test_say_on_a_named_device(capture):
     result = run_cli("say", "Second speaker.", "--device", "speaker_a", env=capture.env())
     assert result.returncode == 0, result.stderr

@@ -193,29 +193,6 @@ def test_two_clients_at_once_are_both_answered(server):
         assert_same_audio(pcm_of(events), say_raw(server, text))
 
 
-def test_bad_requests_get_error_events_and_the_connection_stays(server):
-    events = asyncio.run(
-        exchange(
-            server.port_wyoming,
-            [
-                Synthesize(text="   "),
-                Synthesize(text="Hi.", voice=SynthesizeVoice(name="nobody")),
-                Synthesize(text="x" * 10_001),
-                # A voice by language (Home Assistant sends its pipeline's): none speaks French.
-                Synthesize(text="Bonjour.", voice=SynthesizeVoice(language="fr")),
-                Synthesize(text="Still here.", voice=SynthesizeVoice(language="en")),
-            ],
-            "audio-stop",
-        )
-    )
-    errors = [Error.from_event(e) for e in events if Error.is_type(e.type)]
-    assert [e.code for e in errors] == ["bad_text", "bad_voice", "bad_text", "bad_voice"]
-    assert "empty" in errors[0].text and "unknown voice 'nobody'" in errors[1].text
-    assert "above the maximum 10000" in errors[2].text
-    assert "no voice here speaks 'fr' (the voices speak: en_US)" in errors[3].text
-    assert pcm_of(events).size > 0
-
-
 @pytest.mark.parametrize(
     ("junk", "named"),
     [

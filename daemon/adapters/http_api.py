@@ -26,6 +26,7 @@ from daemon.adapters.http_common import (
     WAIT_LIMIT_S,
     HttpError,
     HttpPorts,
+    ended_answer,
     job_refused,
     read_body,
     unreadable,
@@ -77,7 +78,7 @@ class Routes:
                 ended = await asyncio.wait_for(waiter, WAIT_LIMIT_S)
             except asyncio.TimeoutError:
                 raise HttpError(504, "the job did not end in time", id=command.id) from None
-            return JSONResponse(ended)
+            return ended_answer(ended)
         finally:
             watchers.waiting.pop(command.id, None)
 
@@ -256,8 +257,9 @@ def build_app(ports: HttpPorts) -> Starlette:
     routes = Routes(ports)
 
     def guarded(handler: Callable, openai_errors: bool) -> Callable:
-        """The token checked first; errors as `{"error": message}`, or in OpenAI's shape on
-        its routes (its clients read `error.message`)."""
+        """The token checked first; errors as `{"error": message}` (with the `reason` of a
+        refusal, as every interface names it), or in OpenAI's shape on its routes (its clients
+        read `error.message`; `error.code` is the refusal's reason, else the status)."""
 
         def failure(status: int, message: str, **extra: Any) -> JSONResponse:
             body: dict[str, Any] = {"error": message, **extra}
@@ -267,7 +269,8 @@ def build_app(ports: HttpPorts) -> Starlette:
                     kind = "authentication_error"
                 elif status >= 500:
                     kind = "server_error"
-                body = {"error": {"message": message, "type": kind, "code": status}}
+                code = extra.get("reason", status)
+                body = {"error": {"message": message, "type": kind, "code": code}}
             headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
             return JSONResponse(body, status_code=status, headers=headers)
 

@@ -9,8 +9,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
 
-from daemon.errors import FastvoiceError, reason_code
+from daemon.errors import FastvoiceError, http_status, reason_code
 from daemon.events import ENDS, Refusal
 from daemon.service.commands import CommandError, UnreadablePayload
 from daemon.service.front_door import FrontDoor
@@ -18,18 +19,6 @@ from daemon.service.metrics import Metrics
 
 BODY_TIMEOUT_S = 10.0  # a body that trickles in slower than this is cut off
 WAIT_LIMIT_S = 600.0  # `?wait=true`: the longest a request waits for its job's end
-# The status of each reason a request is refused for (the reasons of MQTT's `rejected` and
-# `failed` events), the same on every route: what it asks for cannot be spoken (400), its id
-# was taken already (409), the queue is full (503: the same request may be taken later). Any
-# other reason is the box's failure, not the request's (500).
-STATUS_OF_REASON = {
-    "invalid": 400,
-    "bad_text": 400,
-    "bad_voice": 400,
-    "bad_sound": 400,
-    "duplicate": 409,
-    "queue_full": 503,
-}
 
 
 class HttpError(Exception):
@@ -46,15 +35,32 @@ def unreadable(error: CommandError, about: str = "") -> HttpError:
     return HttpError(status, f"{about}: {error}" if about else str(error))
 
 
+def refused(reason: str, message: str, **extra: Any) -> HttpError:
+    """A request refused for a reason, with the status every route gives it (the reason's, in
+    daemon.errors.REASONS: the same on every interface); the body names the reason."""
+    return HttpError(http_status(reason), message, reason=reason, **extra)
+
+
 def job_refused(refusal: Refusal, **extra: Any) -> HttpError:
     """A job the front door did not accept, answered by the reason of its `rejected` event."""
-    return HttpError(STATUS_OF_REASON.get(refusal.reason, 500), refusal.message, **extra)
+    return refused(refusal.reason, refusal.message, **extra)
 
 
 def speech_refused(error: FastvoiceError) -> HttpError:
     """A request's speech refused (its text, voice or sound: the reason every interface
     reports for it), or the box's failure to make it (500), named."""
-    return HttpError(STATUS_OF_REASON.get(reason_code(error), 500), str(error))
+    return refused(reason_code(error), str(error))
+
+
+def ended_answer(ended: dict[str, Any], **extra: Any) -> Response:
+    """`?wait=true`: the event that ended the job; a job refused or failed for what the
+    request asked (its reason a 4xx) is answered with that status, as a refusal at once is."""
+    reason = ended.get("reason")
+    failed = ended.get("event") in ("failed", "rejected") and isinstance(reason, str)
+    if failed and http_status(reason) < 500:
+        fields = {key: value for key, value in {**ended, **extra}.items() if key != "message"}
+        raise HttpError(http_status(reason), ended.get("message") or reason, **fields)
+    return JSONResponse({**ended, **extra})
 
 
 @dataclass

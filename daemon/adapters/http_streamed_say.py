@@ -22,7 +22,9 @@ from daemon.adapters.http_common import (
     WAIT_LIMIT_S,
     HttpError,
     HttpPorts,
+    ended_answer,
     job_refused,
+    refused,
     speech_refused,
     unreadable,
 )
@@ -63,6 +65,7 @@ class _StreamedJob:
         self.command: SayCommand | None = None
         self.ended: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self.characters = 0
+        self.blank = ""  # what came before any text to say: spaces, line ends
 
     def check(self, text: str) -> SayCommand:
         config = self.ports.door.config
@@ -77,10 +80,10 @@ class _StreamedJob:
     async def speak(self, text: str) -> bool:
         """Hands `text` to the job (submitting it with the first); False once the job ended."""
         if not text.strip():
+            if self.command is None:
+                self.blank += text
             return True
-        limit = self.ports.door.config.text.max_chars
-        if self.characters + len(text) > limit:
-            raise HttpError(413, f"the text is above the maximum {limit} characters", **self.so_far)
+        self.check_length(len(text))
         self.characters += len(text)
         if self.command is not None:
             return self.feed.put(text) and not self.ended.done()
@@ -90,6 +93,14 @@ class _StreamedJob:
         if refused is not None:
             raise job_refused(refused, id=self.command.id)
         return True
+
+    def check_length(self, more: int) -> None:
+        """Refused (bad_text, as a text sent whole is) when `more` characters would take the
+        text above `text.max_chars`."""
+        limit = self.ports.door.config.text.max_chars
+        if self.characters + more > limit:
+            message = f"the text is above the maximum {limit} characters (text.max_chars)"
+            raise refused("bad_text", message, **self.so_far)
 
     @property
     def so_far(self) -> dict[str, Any]:
@@ -132,17 +143,22 @@ async def streamed_say(ports: HttpPorts, request: Request) -> Response:
     try:
         ended_by = await _read_into(job, request)
         if job.command is None:
+            if job.blank:  # refused as the same text sent whole is (bad_text)
+                try:
+                    await asyncio.to_thread(ports.door.check, job.blank, job.fields.get("voice"))
+                except FastvoiceError as error:
+                    raise speech_refused(error) from None
             raise HttpError(422, "text: no text came in the body")
         answer = {**job.so_far, "text_ended_by": ended_by}
         if job.ended.done():
-            return JSONResponse({**job.ended.result(), **answer})
+            return ended_answer(job.ended.result(), **answer)
         if request.query_params.get("wait") not in ("1", "true", "yes"):
             return JSONResponse({"event": "queued", **answer}, status_code=202)
         try:
             ended = await asyncio.wait_for(job.ended, WAIT_LIMIT_S)
         except asyncio.TimeoutError:
             raise HttpError(504, "the job did not end in time", id=job.command.id) from None
-        return JSONResponse({**ended, **answer})
+        return ended_answer(ended, **answer)
     finally:
         job.forget()
 
@@ -158,6 +174,7 @@ async def _read_into(job: _StreamedJob, request: Request) -> str:
                 ended_by = f"nothing came for {config.http.stream_idle_s:g} s"
                 break
             trickle.add(piece)
+            job.check_length(len(trickle.held))  # SSML is held whole: bounded here too
             if not await job.speak(trickle.ready()):
                 return "the job ended"
         await job.speak(trickle.rest())

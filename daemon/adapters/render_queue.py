@@ -141,6 +141,8 @@ class RenderQueue:
         except ValueError:
             claim = None
         with self._lock:
+            if isinstance(claim, dict) and self._own_echo(job_id, claim):
+                return
             if isinstance(claim, dict):
                 self.claims[job_id] = claim
                 self._done_at.pop(job_id, None)
@@ -151,6 +153,14 @@ class RenderQueue:
             else:
                 self.claims.pop(job_id, None)
             self._sweep()
+
+    def _own_echo(self, job_id: str, claim: dict[str, Any]) -> bool:
+        """This box's claim of a job it has ended since, coming back from the broker: a job
+        refused at once ends before its claim returns, and taken as the claim in force it would
+        be queued again as a job this box no longer holds. Its done marker follows it."""
+        known = self.claims.get(job_id) or {}
+        mine = claim.get("box") == self.box and known.get("box") == self.box
+        return mine and not claim.get("done") and bool(known.get("done"))
 
     def _sweep(self) -> None:
         """Publishes again every job whose holder is gone (when this box is the first live

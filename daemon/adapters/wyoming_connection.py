@@ -109,6 +109,7 @@ class _Stream:
     text: TextTrickle
     ssml: bool = False  # SSML is spoken whole, at the stream's end
     started: bool = False
+    tried: bool = False  # some of its text was handed to the synthesizer
     rate: int = 0
     pacing: Pacing = field(default_factory=Pacing)
 
@@ -233,8 +234,10 @@ class WyomingConnection(AsyncEventHandler):
         if stream.ssml and not final:
             return
         text = stream.text.rest() if final else stream.text.ready()
-        if not text.strip():
+        # A stream that ends with no text to say is refused as the same text sent whole is.
+        if not text.strip() and (stream.tried or not final):
             return
+        stream.tried = True
         blocks = self.speech.blocks(
             text, stream.voice, stream.speaker, ssml=stream.ssml, pacing=stream.pacing
         )

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from daemon.cli.options import bounded_float, print_event, read_text, speaker
-from daemon.errors import TextError
+from daemon.errors import TextError, exit_code
 
 
 def cmd_send(args: argparse.Namespace) -> int:
@@ -53,7 +53,8 @@ def cmd_send(args: argparse.Namespace) -> int:
         print_event(event)
     if args.output is not None and audio is not None:
         _save(args.output, audio)
-    return 0 if events[-1]["event"] == "finished" else 1
+    last = events[-1]  # refused or failed: the exit code of its reason, as `say` exits
+    return 0 if last["event"] == "finished" else exit_code(str(last.get("reason")))
 
 
 def _send_to_zone(config, zone: str, say: dict, lead: float, timeout: float) -> bool:

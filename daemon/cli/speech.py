@@ -4,19 +4,16 @@ write it, stream it, caption it; or show what a voice will say."""
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from daemon.cli.options import bounded_float, device, log, print_event, read_text, setup, speaker
-from daemon.errors import AudioDeviceError, FastvoiceError, TextError
+from daemon.errors import AudioDeviceError, FastvoiceError, RefusedJob
 
 if TYPE_CHECKING:
-    import numpy as np
-
     from daemon.audio.player import Player
+    from daemon.audio.sinks import Sink
     from daemon.config import Config
     from daemon.voices.base import Voice
 
@@ -61,10 +58,12 @@ def _say_through_service(args: argparse.Namespace, text: str) -> int:
     except ConnectionError as error:
         raise FastvoiceError(f"the service lost the job's trail: {error}") from None
     last = result.last
+    reason = str(last.get("reason"))  # its exit code, as every interface maps it
     if last["event"] == "rejected":
-        raise TextError(last.get("message", "the service rejected the job"))
+        raise RefusedJob(last.get("message", "the service rejected the job"), reason)
     if last["event"] != "finished":
-        raise FastvoiceError(f"the job {last['event']}: {last.get('message', last.get('reason'))}")
+        message = last.get("message", last.get("reason"))
+        raise RefusedJob(f"the job {last['event']}: {message}", reason)
     if args.output is not None:
         if result.audio is None:
             raise FastvoiceError("the service finished the job but sent no audio")
@@ -79,6 +78,7 @@ def _say_here(args: argparse.Namespace, text: str) -> int:
     import itertools
 
     from daemon.admin.config_checks import load_on_box
+    from daemon.audio.sinks import WavFileSink, deliver
     from daemon.service.settings import Settings
     from daemon.speech.cache import phrase_cache
     from daemon.speech.synthesizer import Synthesizer
@@ -104,19 +104,12 @@ def _say_here(args: argparse.Namespace, text: str) -> int:
     streamed = player is not None or args.raw  # a WAV file is written whole
     chunks = synthesizer.synthesize(text, voice.info.name, options, chime=chime, streamed=streamed)
     first = next(chunks)
-    clock = synthesizer.word_clock(rate, args.sentence_pause)
+    sink = _sink(args, config, player)
+    clock = synthesizer.word_clock(rate, args.sentence_pause, sink.lead_s)
     pieces = clock.follow(itertools.chain([first], chunks))
-    blocks = synthesizer.joined(pieces, rate, args.sentence_pause)
-    if args.raw:
-        _write_raw(blocks)
-    elif player is None:
-        _write_file(args.output, blocks, rate)
-    else:
-        try:
-            player.play(blocks, rate)
-        except KeyboardInterrupt:
-            player.stop()
-            raise
+    deliver(synthesizer.joined(pieces, rate, args.sentence_pause), [sink], rate)
+    if isinstance(sink, WavFileSink):
+        log.info("wrote %s: %.2f s at %d Hz", args.output, sink.frames / rate, rate)
     if args.captions is not None:
         from daemon.speech import captions
 
@@ -152,14 +145,17 @@ def _check_captions(path: Path, voice: Voice) -> None:
         )
 
 
-def _write_file(path: Path, blocks: Iterable[np.ndarray], rate: int) -> None:
-    from daemon.audio.wav import write_wav
+def _sink(args: argparse.Namespace, config: Config, player: Player | None) -> Sink:
+    """Where `say` here sends its audio: stdout (`--raw`), a WAV file (`-o`), or the device
+    with the config's lead-in and tail, as the service plays it."""
+    from daemon.audio.sinks import DeviceSink, Padded, RawPcmSink, WavFileSink
 
-    try:
-        frames = write_wav(path, blocks, rate)
-    except OSError as error:
-        raise FastvoiceError(f"cannot write {path}: {error.strerror or error}") from None
-    log.info("wrote %s: %.2f s at %d Hz", path, frames / rate, rate)
+    if args.raw:
+        return RawPcmSink()
+    if player is None:
+        return WavFileSink(args.output)
+    audio = config.audio
+    return Padded(DeviceSink(player), audio.lead_in_ms / 1000, audio.tail_ms / 1000)
 
 
 def _written(text: str) -> str | None:
@@ -167,20 +163,6 @@ def _written(text: str) -> str | None:
     from daemon.text.ssml import is_ssml
 
     return None if is_ssml(text) else text
-
-
-def _write_raw(blocks: Iterable[np.ndarray]) -> int:
-    """16-bit mono PCM to stdout as each sentence is ready, for pipes into other players."""
-    from daemon.audio.pcm import to_int16
-
-    out = sys.stdout.buffer
-    try:
-        for block in blocks:
-            out.write(to_int16(block).tobytes())
-            out.flush()
-    except BrokenPipeError:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    return 0
 
 
 def cmd_text(args: argparse.Namespace) -> int:

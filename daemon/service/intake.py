@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from daemon.audio.sounds import SoundLibrary
-from daemon.errors import FastvoiceError
+from daemon.errors import FastvoiceError, reason_code
 from daemon.events import Refusal
 from daemon.service.commands import SayCommand
 from daemon.service.event_sink import EventSink
@@ -61,8 +61,9 @@ class JobIntake:
             for name in [chime, *(item.name for item in script if isinstance(item, Sound))]:
                 library.check(name)
         except FastvoiceError as error:
-            self.events.emit("rejected", None, id=command.id, reason="invalid", message=str(error))
-            return Refusal("invalid", str(error))
+            reason = reason_code(error)  # as every interface reports it (daemon.errors)
+            self.events.emit("rejected", None, id=command.id, reason=reason, message=str(error))
+            return Refusal(reason, str(error))
         update: dict[str, object] = {"voice": voice, "chime": chime}
         if command.sync and command.at is None:
             lead_s = self.settings.config.queue.sync_lead_s

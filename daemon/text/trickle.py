@@ -1,10 +1,12 @@
 """Text that arrives in pieces (an assistant's answer, token by token, over Wyoming's
 streaming events or a chunked HTTP body): what of it is complete sentences, ready to be spoken,
-and what is held until the rest of its sentence comes."""
+and what is held until the rest of its sentence comes. SSML is one document: held whole until
+the text ends, as the same SSML sent whole is spoken."""
 
 from __future__ import annotations
 
 from daemon.text.cleaning import complete_sentences_end
+from daemon.text.ssml import is_ssml
 
 
 class TextTrickle:
@@ -16,7 +18,10 @@ class TextTrickle:
         self.held += text
 
     def ready(self) -> str:
-        """The complete sentences held, taken out ("" when there are none yet)."""
+        """The complete sentences held, taken out ("" when there are none yet, and while
+        the text is SSML)."""
+        if is_ssml(self.held):
+            return ""
         end = complete_sentences_end(self.held)
         if end == 0 and len(self.held) > self.longest:
             end = self.held.rfind(" ", 0, self.longest) + 1
