@@ -41,6 +41,7 @@ from daemon.service.commands import (
     parse_say,
     parse_stop,
     parse_volume,
+    say_request,
 )
 
 READ_METHODS = ("GET", "HEAD", "OPTIONS")
@@ -160,9 +161,11 @@ class Routes:
         form = query.get("format", "wav")
         if form not in MEDIA_TYPES:
             raise HttpError(422, f"format: {form!r} is not one of {', '.join(MEDIA_TYPES)}")
-        return await http_audio.rendered(
-            self.ports, text, query.get("voice"), form, 1.0, output_rate=output_rate
-        )
+        try:
+            asked = say_request(text=text, voice=query.get("voice"))
+        except CommandError as error:
+            raise unreadable(error) from None
+        return await http_audio.rendered(self.ports, asked, form, output_rate)
 
     async def metrics(self, request: Request) -> Response:
         from prometheus_client import CONTENT_TYPE_LATEST

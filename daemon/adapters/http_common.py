@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,6 +73,10 @@ class HttpPorts:
     metrics: Metrics
     token: str | None
     watchers: EventWatchers = field(default_factory=lambda: EventWatchers())
+    # The threads the answers' audio is made on (each waits its turn at the synthesizer).
+    renders: ThreadPoolExecutor = field(
+        default_factory=lambda: ThreadPoolExecutor(8, thread_name_prefix="http-render")
+    )
 
 
 class EventWatchers:

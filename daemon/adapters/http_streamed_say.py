@@ -145,7 +145,7 @@ async def streamed_say(ports: HttpPorts, request: Request) -> Response:
         if job.command is None:
             if job.blank:  # refused as the same text sent whole is (bad_text)
                 try:
-                    await asyncio.to_thread(ports.door.check, job.blank, job.fields.get("voice"))
+                    await asyncio.to_thread(ports.door.check, job.check(job.blank))
                 except FastvoiceError as error:
                     raise speech_refused(error) from None
             raise HttpError(422, "text: no text came in the body")

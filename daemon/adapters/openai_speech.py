@@ -17,7 +17,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from daemon.adapters.http_audio import captioned, rendered
-from daemon.adapters.http_common import HttpError, HttpPorts, read_body
+from daemon.adapters.http_common import HttpError, HttpPorts, read_body, unreadable
+from daemon.service.commands import CommandError, SayCommand, say_request
 from daemon.validation import format_validation_error
 
 
@@ -59,14 +60,9 @@ PCM_RATE = 24_000
 
 async def speech(ports: HttpPorts, request: Request) -> Response:
     asked = await _asked(ports, request, SpeechRequest)
-    response = await rendered(
-        ports,
-        asked.input,
-        _voice(ports, asked.voice),
-        asked.response_format,
-        asked.speed,
-        output_rate=asked.sample_rate or (PCM_RATE if asked.response_format == "pcm" else None),
-    )
+    pcm_rate = PCM_RATE if asked.response_format == "pcm" else None
+    output_rate = asked.sample_rate or pcm_rate
+    response = await rendered(ports, _request(asked), asked.response_format, output_rate)
     _note_instructions(response, asked)
     return response
 
@@ -75,21 +71,19 @@ async def speech_with_captions(ports: HttpPorts, request: Request) -> Response:
     """The audio and its captions in one answer (both from one synthesis)."""
     asked = await _asked(ports, request, CaptionedSpeechRequest)
     response = await captioned(
-        ports,
-        asked.input,
-        _voice(ports, asked.voice),
-        asked.response_format,
-        asked.speed,
-        asked.captions_format,
-        output_rate=asked.sample_rate,
+        ports, _request(asked), asked.response_format, asked.captions_format, asked.sample_rate
     )
     _note_instructions(response, asked)
     return response
 
 
-def _voice(ports: HttpPorts, asked: str) -> str:
-    """The fastvoice voice an OpenAI voice name stands for (`http.voice_aliases`), or the name."""
-    return ports.door.config.http.voice_aliases.get(asked, asked)
+def _request(asked: SpeechRequest) -> SayCommand:
+    """OpenAI's request as the one request every interface makes (its voice name may be an
+    alias of `http.voice_aliases`: the front door maps it)."""
+    try:
+        return say_request(text=asked.input, voice=asked.voice, rate=asked.speed)
+    except CommandError as error:
+        raise unreadable(error) from None
 
 
 def _note_instructions(response: Response, asked: SpeechRequest) -> None:

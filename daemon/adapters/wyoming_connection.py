@@ -8,9 +8,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Iterator
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from wyoming.audio import AudioChunk, AudioStart, AudioStop
@@ -26,12 +25,15 @@ from wyoming.tts import (
     SynthesizeStopped,
 )
 
-from daemon.adapters.wyoming_speech import Pacing
 from daemon.audio.pcm import to_int16
+from daemon.audio.sinks.handoff import Handoff
 from daemon.errors import FastvoiceError, reason_code
+from daemon.service.commands import CommandError
 from daemon.text.trickle import TextTrickle
 
 if TYPE_CHECKING:
+    from wyoming.tts import SynthesizeVoice
+
     from daemon.adapters.wyoming_speech import WyomingSpeech
 
 log = logging.getLogger(__name__)
@@ -102,16 +104,16 @@ async def read_event(reader: asyncio.StreamReader, max_bytes: int):
 
 @dataclass
 class _Stream:
-    """One client's streamed request: text not yet spoken, and whether audio has started."""
+    """One client's streamed request: what its start asked for, the text not yet spoken, and
+    whether audio has started."""
 
-    voice: str | None
-    speaker: str | None
+    voice: SynthesizeVoice | None
+    context: dict[str, Any] | None
     text: TextTrickle
+    rate: int  # of the voice chosen at its start
     ssml: bool = False  # SSML is spoken whole, at the stream's end
     started: bool = False
     tried: bool = False  # some of its text was handed to the synthesizer
-    rate: int = 0
-    pacing: Pacing = field(default_factory=Pacing)
 
 
 def _ssml(request: Synthesize | SynthesizeStart) -> bool:
@@ -171,6 +173,8 @@ class WyomingConnection(AsyncEventHandler):
             await self._handle(event)
         except FastvoiceError as error:
             await self.write_event(Error(text=str(error), code=reason_code(error)).event())
+        except CommandError as error:  # a field out of range, as MQTT's `invalid` names it
+            await self.write_event(Error(text=str(error), code="invalid").event())
         except (KeyError, TypeError, ValueError, AttributeError) as error:
             message = f"malformed {event.type} event: {error!r}"
             await self.write_event(Error(text=message, code="bad_request").event())
@@ -181,13 +185,9 @@ class WyomingConnection(AsyncEventHandler):
             await self.write_event(self.speech.info().event())
         elif SynthesizeStart.is_type(event.type):
             start = SynthesizeStart.from_event(event)
-            voice = start.voice
             trickle = TextTrickle(self.speech.config.text.max_sentence_chars)
-            self.stream = _Stream(
-                self.speech.voice_of(voice), voice and voice.speaker, trickle, _ssml(start)
-            )
-            self.stream.pacing = Pacing.of(start.context)
-            self.stream.rate = self.speech.rate_of(self.stream.voice)
+            rate = self.speech.rate_of(self.speech.voice_of(start.voice))
+            self.stream = _Stream(start.voice, start.context, trickle, rate, _ssml(start))
         elif SynthesizeChunk.is_type(event.type) and self.stream is not None:
             self.stream.text.add(SynthesizeChunk.from_event(event).text)
             await self._speak_ready(final=False)
@@ -196,23 +196,21 @@ class WyomingConnection(AsyncEventHandler):
         elif Synthesize.is_type(event.type):
             if self.stream is not None:
                 return  # streaming clients also send it, for servers that cannot stream
-            request = Synthesize.from_event(event)
-            voice = request.voice
-            name, speaker = self.speech.voice_of(voice), voice and voice.speaker
-            rate = self.speech.rate_of(name)
-            pacing = Pacing.of(request.context)
-            blocks = self.speech.blocks(
-                request.text, name, speaker, ssml=_ssml(request), pacing=pacing
+            synthesize = Synthesize.from_event(event)
+            request = self.speech.request(
+                synthesize.text, synthesize.voice, synthesize.context, ssml=_ssml(synthesize)
             )
-            first = await self._next(blocks)  # bad text or voice fails before audio-start
-            start = AudioStart(rate=rate, width=WIDTH, channels=CHANNELS)
-            await self.write_event(start.event())
+            audio, rate = self.speech.audio(request)
             try:
-                await self._send(first, rate)
-                while (block := await self._next(blocks)) is not None:
-                    await self._send(block, rate)
+                await audio.peek()  # text with nothing to say fails before audio-start
+                start = AudioStart(rate=rate, width=WIDTH, channels=CHANNELS)
+                await self.write_event(start.event())
+                try:
+                    await self._sent(audio, rate)
+                finally:
+                    await self.write_event(AudioStop().event())
             finally:
-                await self.write_event(AudioStop().event())
+                await audio.close()
 
     async def _end_stream(self) -> None:
         """Speaks what the stream holds, then ends it (audio-stop, synthesize-stopped)."""
@@ -238,28 +236,28 @@ class WyomingConnection(AsyncEventHandler):
         if not text.strip() and (stream.tried or not final):
             return
         stream.tried = True
-        blocks = self.speech.blocks(
-            text, stream.voice, stream.speaker, ssml=stream.ssml, pacing=stream.pacing
-        )
-        first = await self._next(blocks)
-        if not stream.started:
-            start = AudioStart(rate=stream.rate, width=WIDTH, channels=CHANNELS)
-            await self.write_event(start.event())
-            stream.started = True
-        else:
-            pause_s = stream.pacing.pause_s
-            if pause_s is None:
-                pause_s = self.speech.config.audio.sentence_pause_s
-            pause = np.zeros(int(stream.rate * pause_s), np.float32)
-            await self._send(pause, stream.rate)
-        await self._send(first, stream.rate)
-        while (block := await self._next(blocks)) is not None:
-            await self._send(block, stream.rate)
+        request = self.speech.request(text, stream.voice, stream.context, ssml=stream.ssml)
+        audio, _ = self.speech.audio(request)
+        try:
+            await audio.peek()
+            if not stream.started:
+                start = AudioStart(rate=stream.rate, width=WIDTH, channels=CHANNELS)
+                await self.write_event(start.event())
+                stream.started = True
+            else:  # the pause between sentences, as between those of one request
+                pause_s = request.sentence_pause_s
+                if pause_s is None:
+                    pause_s = self.speech.config.audio.sentence_pause_s
+                await self._send(np.zeros(int(stream.rate * pause_s), np.float32), stream.rate)
+            await self._sent(audio, stream.rate)
+        finally:
+            await audio.close()
 
-    @staticmethod
-    async def _next(blocks: Iterator[np.ndarray]) -> np.ndarray | None:
-        """The next block, made in the thread pool while the loop serves other clients."""
-        return await asyncio.get_running_loop().run_in_executor(None, next, blocks, None)
+    async def _sent(self, audio: Handoff, rate: int) -> None:
+        """Sends the blocks as they are made (on the render threads, while the loop serves
+        other clients)."""
+        while (block := await audio.next()) is not None:
+            await self._send(block, rate)
 
     async def _send(self, block: np.ndarray | None, rate: int) -> None:
         if block is None:

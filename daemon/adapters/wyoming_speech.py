@@ -4,44 +4,25 @@ voice's sample rate. The server makes one and hands it to every connection."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from daemon import __version__
+from daemon.audio.sinks.handoff import Handoff
 from daemon.config import Config
+from daemon.service.commands import SayCommand, say_request
 from daemon.service.front_door import FrontDoor
-from daemon.voices.base import SpeechOptions
+from daemon.text.ssml import is_ssml
 
 if TYPE_CHECKING:
     from wyoming.tts import SynthesizeVoice
 
 
-@dataclass(frozen=True)
-class Pacing:
-    """A request's speaking rate and pause between sentences, from its Wyoming `context`
-    (`{"rate": 1.2, "sentence_pause_s": 0.5}`): the protocol's voice has no field for them."""
-
-    rate: float = 1.0
-    pause_s: float | None = None
-
-    @classmethod
-    def of(cls, context: dict[str, Any] | None) -> Pacing:
-        """Raises ValueError naming a value out of range (an `error` event for the client)."""
-        context = context or {}
-        rate, pause_s = context.get("rate", 1.0), context.get("sentence_pause_s")
-        if not isinstance(rate, int | float) or not 0.5 <= rate <= 2.0:
-            raise ValueError(f"context.rate: {rate!r} is not a number from 0.5 to 2")
-        if pause_s is not None and (not isinstance(pause_s, int | float) or not 0 <= pause_s <= 5):
-            raise ValueError(f"context.sentence_pause_s: {pause_s!r} is not 0 to 5 seconds")
-        return cls(float(rate), None if pause_s is None else float(pause_s))
-
-
 class WyomingSpeech:
     def __init__(self, door: FrontDoor) -> None:
         self.door = door
+        # The threads requests' audio is made on (each waits its turn at the synthesizer).
+        self.renders = ThreadPoolExecutor(8, thread_name_prefix="wyoming-render")
 
     @property
     def config(self) -> Config:
@@ -75,21 +56,38 @@ class WyomingSpeech:
         )
         return Info(tts=[program])
 
-    def blocks(
+    def request(
         self,
         text: str,
-        voice: str | None,
-        speaker: str | None,
+        voice: SynthesizeVoice | None,
+        context: dict[str, Any] | None,
         *,
         ssml: bool = False,
-        pacing: Pacing | None = None,
-    ) -> Iterator[np.ndarray]:
-        """The audio of `text` as `fastvoice say` makes it, in its turn among the requests
-        rendered beside the queue."""
-        pacing = pacing or Pacing()
-        chosen = int(speaker) if speaker and speaker.isdigit() else speaker
-        options = SpeechOptions(speaker=chosen, rate=pacing.rate)
-        return self.door.render(text, voice, options, ssml=ssml, pause_s=pacing.pause_s)
+    ) -> SayCommand:
+        """The one request type from a Wyoming request: its voice by name or by language (Home
+        Assistant sends the pipeline's language), its speaker, and its pacing from `context`
+        (`{"rate": 1.2, "sentence_pause_s": 0.5}`: the protocol's voice has no field for them).
+        Text marked as SSML is SSML even without its `<speak>`. CommandError names a bad
+        field."""
+        context = context or {}
+        speaker = voice and voice.speaker
+        if ssml and not is_ssml(text):
+            text = f"<speak>{text}</speak>"
+        return say_request(
+            text=text,
+            voice=voice and voice.name,
+            language=voice and voice.language,
+            speaker=int(speaker) if speaker and speaker.isdigit() else speaker,
+            rate=context.get("rate", 1.0),
+            sentence_pause_s=context.get("sentence_pause_s"),
+        )
+
+    def audio(self, request: SayCommand) -> tuple[Handoff, int]:
+        """The request's audio as `fastvoice say` makes it, in its turn among the requests
+        rendered beside the queue, handed to this loop; and its rate. A bad voice or text
+        raises now."""
+        rendering = self.door.render(request)
+        return Handoff(rendering.blocks, rendering.rate, self.renders), rendering.rate
 
     def voice_of(self, voice: SynthesizeVoice | None) -> str:
         """The voice a request's `voice` names, by name or by language (Home Assistant sends

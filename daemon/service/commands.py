@@ -85,7 +85,11 @@ class SayCommand(BaseModel):
     )
     volume: float | None = Field(None, ge=0.0, le=1.0, description="this job's volume, 0 to 1")
     rate: float = Field(
-        1.0, ge=0.5, le=2.0, description="speaking rate: 2 is twice as fast, 0.5 half as fast"
+        1.0,
+        ge=0.25,
+        le=4.0,
+        description="speaking rate: 2 is twice as fast, 0.5 half as fast (0.25 to 4, OpenAI's "
+        "`speed`)",
     )
     sentence_pause_s: float | None = Field(
         None,
@@ -235,6 +239,13 @@ def say_schema() -> dict[str, Any]:
     """JSON Schema of the `say` payload, as published in docs/say.schema.json."""
     schema = SayCommand.model_json_schema()
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
+
+
+def say_request(**fields: Any) -> SayCommand:
+    """The one request type, built by an adapter from its transport's own fields (query
+    parameters, OpenAI's body, a Wyoming event): validated as a `say` payload is; CommandError
+    names a bad field."""
+    return _validated(SayCommand, fields)
 
 
 def parse_json_model(model: type[ModelT], payload: bytes, max_bytes: int) -> ModelT:

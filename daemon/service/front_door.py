@@ -7,10 +7,8 @@ lives here once."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
-
-import numpy as np
 
 from daemon.audio.player import Player
 from daemon.config import Config
@@ -22,8 +20,9 @@ from daemon.service.jobs import Job, JobQueue
 from daemon.service.lanes import Lane
 from daemon.service.settings import Settings
 from daemon.service.text_feed import TextFeed
-from daemon.speech.captions import WordClock
-from daemon.speech.synthesizer import Synthesizer
+from daemon.speech.synthesizer import Rendering, Synthesizer
+
+__all__ = ["FrontDoor", "Rendering", "StateListener"]
 from daemon.voices.base import SpeechOptions, VoiceInfo
 from daemon.voices.registry import BrokenVoice
 
@@ -164,8 +163,9 @@ class FrontDoor:
         return list(self._voices.broken.values())
 
     def choose_voice(self, name: str | None, language: str | None = None) -> str:
-        """The voice a request naming `name` or asking for `language` gets (VoiceError)."""
-        return self._voices.choose(name, language)
+        """The voice a request naming `name` (or an alias) or asking for `language` gets, as
+        every interface chooses it (VoiceError)."""
+        return self._intake.choose_voice(name, language)
 
     def voice_info(self, name: str | None = None) -> VoiceInfo:
         """A voice's info (the default voice's without a name); raises VoiceError."""
@@ -179,33 +179,22 @@ class FrontDoor:
 
     # --- speech beside the queue ---
 
-    def check(self, text: str, voice: str | None) -> str:
-        """The voice's name; raises TextError or VoiceError naming what is wrong with either."""
-        name = self._voices.require(voice)
-        self._synthesizer.script(text, name)
-        return name
+    def check(self, request: SayCommand) -> None:
+        """Raises what `submit` would refuse `request` for (VoiceError, TextError, SoundError)."""
+        self._intake.prepared(request)
 
-    def render(
-        self,
-        text: str,
-        voice: str | None,
-        options: SpeechOptions,
-        *,
-        ssml: bool = False,
-        clock: WordClock | None = None,
-        pause_s: float | None = None,
-        streamed: bool = True,
-    ) -> Iterator[np.ndarray]:
-        """The audio of `text` as `fastvoice say` makes it, in its turn among the requests
-        answered beside the queue (see `Synthesizer.rendered`); not `streamed` when the answer
-        goes out whole (an encoded file): then in as few decoder runs as allowed."""
-        return self._synthesizer.rendered(
-            text, voice, options, ssml=ssml, clock=clock, pause_s=pause_s, streamed=streamed
+    def render(self, request: SayCommand, *, streamed: bool = True) -> Rendering:
+        """The audio of a request answered beside the queue (HTTP, Wyoming), as `fastvoice say`
+        makes it, in its turn among those requests: its voice chosen as for every interface
+        and its text prepared once, now (VoiceError, TextError before any audio). Not
+        `streamed` when the answer goes out whole (an encoded file): then in as few decoder
+        runs as allowed."""
+        voice = self._intake.voice_for(request)
+        volume = 1.0 if request.volume is None else request.volume
+        options = SpeechOptions(speaker=request.speaker, rate=request.rate, volume=volume)
+        return self._synthesizer.render(
+            request.text, voice, options, pause_s=request.sentence_pause_s, streamed=streamed
         )
-
-    def word_clock(self, rate: int) -> WordClock:
-        """A clock for the words of audio made by `render`."""
-        return self._synthesizer.word_clock(rate)
 
 
 def _playing(lane: Lane, job_id: str) -> bool:

@@ -20,7 +20,7 @@ from daemon.service.quiet_hours import quiet_for
 from daemon.service.settings import Settings
 from daemon.service.text_feed import TextFeed
 from daemon.text.prepare import prepare
-from daemon.text.script import Sound
+from daemon.text.script import Script, Sound
 from daemon.voices.registry import VoiceRegistry
 
 
@@ -43,6 +43,31 @@ class JobIntake:
         self.lanes = lanes
         self._admitting = threading.Lock()
 
+    def choose_voice(self, name: str | None, language: str | None = None) -> str:
+        """The voice a request naming `name` (a voice, or an alias of `http.voice_aliases`) or
+        asking for `language` gets, for every interface; VoiceError names what is wrong."""
+        if name:
+            name = self.settings.config.http.voice_aliases.get(name, name)
+        return self.voices.choose(name, language)
+
+    def voice_for(self, command: SayCommand) -> str:
+        """The voice that speaks `command` (its speaker checked); VoiceError."""
+        voice = self.choose_voice(command.voice, command.language)
+        self.voices.get(voice).check_speaker(command.speaker)
+        return voice
+
+    def prepared(self, command: SayCommand) -> tuple[str, Script, str]:
+        """Its voice, its text prepared and its chime (each sound checked); raises what a
+        request cannot have (VoiceError, TextError, SoundError)."""
+        sounds = self.settings.config.sounds
+        chime = sounds.chime_for(command.chime, command.priority)
+        voice = self.voice_for(command)
+        script = prepare(command.text, self.settings.config.text, voice, self.voices)
+        library = SoundLibrary(sounds.dir)
+        for name in [chime, *(item.name for item in script if isinstance(item, Sound))]:
+            library.check(name)
+        return voice, script, chime
+
     def submit(
         self, command: SayCommand, durable: bool = True, more_text: TextFeed | None = None
     ) -> Refusal | None:
@@ -51,15 +76,8 @@ class JobIntake:
         the fleet's render queue is not: the fleet hands it to another box instead).
         `more_text`: the rest of its text, still arriving (never journalled: a restart could
         not bring it back)."""
-        sounds = self.settings.config.sounds
-        chime = sounds.chime_for(command.chime, command.priority)
         try:
-            voice = self.voices.choose(command.voice, command.language)
-            self.voices.get(voice).check_speaker(command.speaker)
-            script = prepare(command.text, self.settings.config.text, voice, self.voices)
-            library = SoundLibrary(sounds.dir)
-            for name in [chime, *(item.name for item in script if isinstance(item, Sound))]:
-                library.check(name)
+            voice, script, chime = self.prepared(command)
         except FastvoiceError as error:
             reason = reason_code(error)  # as every interface reports it (daemon.errors)
             self.events.emit("rejected", None, id=command.id, reason=reason, message=str(error))

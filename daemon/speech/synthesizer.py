@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable, Iterator
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
@@ -25,6 +25,16 @@ from daemon.text.prepare import prepare
 from daemon.text.script import Pause, Script, Sound, Utterance, cache_form
 from daemon.voices.base import SpeechOptions
 from daemon.voices.registry import VoiceRegistry
+
+
+@dataclass
+class Rendering:
+    """A request's audio on its way (see `Synthesizer.render`)."""
+
+    voice: str
+    rate: int
+    blocks: Iterator[np.ndarray]
+    clock: WordClock  # the words of the blocks made so far, timed in them
 
 
 class Synthesizer:
@@ -73,29 +83,29 @@ class Synthesizer:
     def _pause(self, pause_s: float | None) -> float:
         return self.settings.config.audio.sentence_pause_s if pause_s is None else pause_s
 
-    def rendered(
+    def render(
         self,
         text: str,
         voice: str | None,
         options: SpeechOptions,
         *,
         ssml: bool = False,
-        clock: WordClock | None = None,
         pause_s: float | None = None,
         streamed: bool = True,
-    ) -> Iterator[np.ndarray]:
-        """A request answered beside the queue, joined (`pause_s` between sentences, else the
-        config's; its words timed on `clock`; not `streamed`: an answer sent whole, see
-        `synthesize`); an unknown voice raises here, the rest at the first block. Made while
-        holding one of the
-        `max_requests` places (taken at the first block, given back at the end, or when the
-        client goes and the generator is closed)."""
+    ) -> Rendering:
+        """A request answered beside the queue: its voice chosen and its text prepared once,
+        here (a bad voice or text raises now, before any audio), its audio joined (`pause_s`
+        between sentences, else the config's) as `Rendering.blocks`, its words on
+        `Rendering.clock`. Not `streamed`: an answer sent whole (see `synthesize`). Made while
+        holding one of the `max_requests` places (taken at the first block, given back at
+        the end, or when the client goes and the generator is closed)."""
         name = self.voices.require(voice)
+        script = self.script(text, name, ssml=ssml)
         rate = self.voices.get(name).info.sample_rate
-        pieces = self.synthesize(text, name, options, ssml=ssml, streamed=streamed)
-        if clock is not None:
-            pieces = clock.follow(pieces)
-        return self._admitted(self.joined(pieces, rate, pause_s))
+        clock = self.word_clock(rate, pause_s)
+        pieces = self.synthesize(text, name, options, streamed=streamed, script=script)
+        blocks = self._admitted(self.joined(clock.follow(pieces), rate, pause_s))
+        return Rendering(name, rate, blocks, clock)
 
     def _admitted(self, blocks: Iterator[np.ndarray]) -> Iterator[np.ndarray]:
         with self.admission:

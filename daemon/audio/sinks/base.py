@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Generator, Iterable, Sequence
 from typing import Protocol
 
 import numpy as np
@@ -38,8 +38,9 @@ def deliver(
     blocks: Iterable[np.ndarray], sinks: Sequence[Sink], rate: int, start_at: float | None = None
 ) -> bool:
     """Writes every block to every sink, in step; False when a sink was stopped (the rest is
-    not made) or did not take it all. A failure while the blocks are made closes each sink
-    incomplete and is raised."""
+    not made: a generator of blocks is closed here, on this thread, so its `finally` runs now)
+    or did not take it all. A failure while the blocks are made closes each sink incomplete
+    and is raised."""
     for number, sink in enumerate(sinks):
         try:
             sink.open(rate, start_at)
@@ -47,9 +48,12 @@ def deliver(
             _close_all(sinks[:number], complete=False)
             raise
     complete = False
+    made = iter(blocks)
     try:
-        complete = all(all(sink.write(block) for sink in sinks) for block in blocks)
+        complete = all(all(sink.write(block) for sink in sinks) for block in made)
     finally:
+        if isinstance(made, Generator):
+            made.close()
         taken = _close_all(sinks, complete)
     return complete and taken
 

@@ -79,8 +79,21 @@ class Handoff:
         loop = asyncio.get_running_loop()
         self.sink = LoopSink(loop)
         self._done = loop.run_in_executor(executor, deliver, blocks, [self.sink], rate)
+        self._ahead: list[np.ndarray | None] = []  # a block read by `peek`
+
+    async def peek(self) -> np.ndarray | None:
+        """The next block, left to be read (waiting for it: a render that fails before its
+        first block raises here, before an answer starts)."""
+        if not self._ahead:
+            self._ahead.append(await self._read())
+        return self._ahead[0]
 
     async def next(self) -> np.ndarray | None:
+        if self._ahead:
+            return self._ahead.pop()
+        return await self._read()
+
+    async def _read(self) -> np.ndarray | None:
         block = await self.sink.next()
         if block is None:
             await self._done  # raises what ended the making early
