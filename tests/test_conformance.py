@@ -326,6 +326,7 @@ CORPUS = [
     ("full_width", ("Ｈｅｌｌｏ．", SPOKEN), ("ｈｅｌｌｏ", SPOKEN)),
     ("zero_width_alone", ("\u200b\u200c\u200d", "bad_text"), ("\u200b\u200c\u200d", "bad_text")),
     ("zero_width_inside", ("Hel\u200blo there.", SPOKEN), ("こん\u200bにちは。", SPOKEN)),
+    ("empty", ("", "bad_text"), ("", "bad_text")),
     ("whitespace_alone", ("   ", "bad_text"), ("   ", "bad_text")),
     ("ten_thousand_chars", (TEN_THOUSAND_AND_TWO, "bad_text"), (TEN_THOUSAND_AND_TWO, "bad_text")),
     (

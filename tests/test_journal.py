@@ -24,7 +24,7 @@ def test_an_unreadable_entry_is_set_aside_never_half_used(tmp_path):
     journal = JobJournal(tmp_path / "jobs")
     good = journal.record(SayCommand(id="good", text="Fine."), 1.0)
     broken = tmp_path / "jobs" / "00000000000000000001-bad.job.json"
-    broken.write_text('{"accepted_at": 1, "command": {"text": ""}}')
+    broken.write_text('{"accepted_at": 1, "command": {"text": 5}}')
     assert [path for _, _, path in journal.pending()] == [good]
     assert not broken.exists() and broken.with_suffix(".bad").exists()
 

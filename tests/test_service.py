@@ -86,7 +86,7 @@ BAD_PAYLOADS = [
     (b'{"text": "hi', "invalid JSON: Unterminated string starting at line 1 column 10"),
     (b'{"text": "hi", "priority": 5}', "priority: 5 is not one of"),
     (b'{"text": "hi", "colour": "red"}', "colour: unknown field"),
-    (b'{"text": ""}', "text:"),
+    (b'{"text": ""}', "text is empty"),
     (bytes(range(128, 256)), "not UTF-8"),
     (b"x" * 10_000_000, "above the maximum 65536"),
     (b'{"text": "hi", "output": "publish"}', "needs a reply_topic"),
@@ -108,7 +108,11 @@ def test_bad_payloads_are_rejected_by_name_and_service_goes_on(daemon):
     ]
     assert len(rejected) == len(BAD_PAYLOADS)
     for event, (_, message) in zip(rejected, BAD_PAYLOADS, strict=True):
-        reason = "bad_voice" if "unknown voice" in message else "invalid"  # invalid: no `say`
+        reason = "invalid"  # not a `say` at all
+        if "unknown voice" in message:
+            reason = "bad_voice"
+        elif "text is empty" in message:
+            reason = "bad_text"  # a `say`, with nothing to say: as on every interface
         assert event["reason"] == reason and message in event["message"], event
 
 

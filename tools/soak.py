@@ -35,7 +35,7 @@ TEXTS = [
 INVALID = [
     b'{"text": "unclosed"',
     b'{"text": "hi", "colour": "red"}',
-    b'{"text": ""}',
+    b'{"text": ""}',  # a `say` with nothing to say: bad_text
     b'{"text": 5}',
     b'{"text": "hi", "priority": "urgent"}',
     b"\xff\xfe\x00junk",
@@ -111,7 +111,7 @@ class Ledger:
         ]
         if self.deepest_queue > self.max_jobs:
             found.append(f"queue depth {self.deepest_queue} above the bound {self.max_jobs}")
-        unexpected = set(self.rejected) - {"invalid", "duplicate", "queue_full"}
+        unexpected = set(self.rejected) - {"invalid", "bad_text", "duplicate", "queue_full"}
         found += [f"unexpected rejection reason {reason!r}" for reason in sorted(unexpected)]
         return found
 

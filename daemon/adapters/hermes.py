@@ -40,7 +40,7 @@ class HermesSay(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    text: str = Field(min_length=1)
+    text: str  # empty: refused as bad_text, as on every interface
     site_id: str = Field("default", alias="siteId", pattern=PLAIN_LEVEL)
     lang: LanguageTag | None = None
     id: str | None = Field(None, max_length=256)

@@ -19,8 +19,8 @@ from daemon.audio.sinks.handoff import Handoff
 from daemon.audio.wav import streaming_header
 from daemon.errors import FastvoiceError
 from daemon.service.commands import SayCommand
-from daemon.service.front_door import Rendering
 from daemon.speech import captions
+from daemon.speech.rendering import Rendering
 from daemon.text.ssml import is_ssml
 
 # Sent as they are made; the other formats are encoded whole, so their audio is made whole too
@@ -28,13 +28,16 @@ from daemon.text.ssml import is_ssml
 STREAMED_FORMATS = ("wav", "pcm")
 
 
-def _render(ports: HttpPorts, request: SayCommand, response_format: str) -> Rendering:
-    """The request's render; a bad format, text or voice is refused before any audio."""
+def _render(
+    ports: HttpPorts, request: SayCommand, response_format: str, streamed: bool
+) -> Rendering:
+    """The request's render (`streamed`: sent as it is made); a bad format, text or voice is
+    refused before any audio."""
     if response_format not in MEDIA_TYPES:
         supported = ", ".join(MEDIA_TYPES)
         raise HttpError(400, f"response_format {response_format!r}: no encoder here ({supported})")
     try:
-        return ports.door.render(request, streamed=response_format in STREAMED_FORMATS)
+        return ports.door.render(request, streamed=streamed)
     except FastvoiceError as error:
         raise speech_refused(error) from None
 
@@ -58,7 +61,7 @@ async def rendered(
     ports: HttpPorts, request: SayCommand, response_format: str, output_rate: int | None = None
 ) -> Response:
     """The audio of `request` in a format, at `output_rate` where given (resampled)."""
-    rendering = _render(ports, request, response_format)
+    rendering = _render(ports, request, response_format, response_format in STREAMED_FORMATS)
     rate = output_rate or rendering.rate
     handoff = await _started(ports, rendering, output_rate)
     if response_format in STREAMED_FORMATS:
@@ -87,7 +90,7 @@ async def captioned(
 ) -> Response:
     """The audio of `request` (base64, whole, at `output_rate` where given) and its captions
     from the same synthesis, in one JSON answer: the words' times are those of this audio."""
-    rendering = _render(ports, request, response_format)
+    rendering = _render(ports, request, response_format, streamed=False)
     if not ports.door.times_words(rendering.voice):
         rendering.blocks.close()
         raise HttpError(400, f"voice {rendering.voice!r} gives no word timings for captions")

@@ -142,12 +142,11 @@ async def streamed_say(ports: HttpPorts, request: Request) -> Response:
         raise speech_refused(error) from None
     try:
         ended_by = await _read_into(job, request)
-        if job.command is None:
-            if job.blank:  # refused as the same text sent whole is (bad_text)
-                try:
-                    await asyncio.to_thread(ports.door.check, job.check(job.blank))
-                except FastvoiceError as error:
-                    raise speech_refused(error) from None
+        if job.command is None:  # refused as the same text sent whole is (bad_text)
+            try:
+                await asyncio.to_thread(ports.door.check, job.check(job.blank))
+            except FastvoiceError as error:
+                raise speech_refused(error) from None
             raise HttpError(422, "text: no text came in the body")
         answer = {**job.so_far, "text_ended_by": ended_by}
         if job.ended.done():

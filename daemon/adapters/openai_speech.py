@@ -28,7 +28,7 @@ class SpeechRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     model: str = Field(max_length=200)
-    input: str = Field(min_length=1)
+    input: str = Field(description="the text (empty: refused as bad_text, as everywhere)")
     voice: str = Field(max_length=200, description="a fastvoice voice name (GET /v1/models)")
     response_format: Literal["wav", "pcm", "flac", "mp3", "opus", "aac"] = "mp3"
     speed: float = Field(1.0, ge=0.25, le=4.0)

@@ -110,7 +110,8 @@ class _Stream:
     voice: SynthesizeVoice | None
     context: dict[str, Any] | None
     text: TextTrickle
-    rate: int  # of the voice chosen at its start
+    chosen: str  # the voice chosen at its start, which speaks all of it
+    rate: int
     ssml: bool = False  # SSML is spoken whole, at the stream's end
     started: bool = False
     tried: bool = False  # some of its text was handed to the synthesizer
@@ -186,8 +187,9 @@ class WyomingConnection(AsyncEventHandler):
         elif SynthesizeStart.is_type(event.type):
             start = SynthesizeStart.from_event(event)
             trickle = TextTrickle(self.speech.config.text.max_sentence_chars)
-            rate = self.speech.rate_of(self.speech.voice_of(start.voice))
-            self.stream = _Stream(start.voice, start.context, trickle, rate, _ssml(start))
+            chosen = self.speech.voice_of(start.voice)
+            rate = self.speech.rate_of(chosen)
+            self.stream = _Stream(start.voice, start.context, trickle, chosen, rate, _ssml(start))
         elif SynthesizeChunk.is_type(event.type) and self.stream is not None:
             self.stream.text.add(SynthesizeChunk.from_event(event).text)
             await self._speak_ready(final=False)
@@ -237,7 +239,7 @@ class WyomingConnection(AsyncEventHandler):
             return
         stream.tried = True
         request = self.speech.request(text, stream.voice, stream.context, ssml=stream.ssml)
-        audio, _ = self.speech.audio(request)
+        audio, _ = self.speech.audio(request.model_copy(update={"voice": stream.chosen}))
         try:
             await audio.peek()
             if not stream.started:

@@ -76,7 +76,7 @@ class WyomingSpeech:
         return say_request(
             text=text,
             voice=voice and voice.name,
-            language=voice and voice.language,
+            language=None if voice is None or voice.name else voice.language,
             speaker=int(speaker) if speaker and speaker.isdigit() else speaker,
             rate=context.get("rate", 1.0),
             sentence_pause_s=context.get("sentence_pause_s"),

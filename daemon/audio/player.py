@@ -345,8 +345,9 @@ class Player:
 
 class Playback:
     """One job's audio on its way to the device, written as it is made. The device opens at
-    the first block (a running stream's callback, silence until the prefill is there, would
-    compete with the voice for the cores), or a stream held open since the last job is taken;
+    the first block written (a running stream's callback, silence until the prefill is there,
+    would compete with the voice for the cores), or a stream held open since the last job is
+    taken;
     the stream opens `head_start_s` before a start instant and plays silence up to the sample
     the instant falls on, placed by PortAudio's time of each buffer at the converter."""
 
@@ -375,35 +376,49 @@ class Playback:
         if self._resampler is not None:
             block = self._resampler.resample_chunk(block)
         if block.size and not self._buffer.put(np.ascontiguousarray(block, dtype=np.float32)):
+            if not self.stopped:  # not a stop: the stream ended under it
+                self._device_lost()
             return False
         return not self.stopped
 
     def _start(self) -> None:
         player = self.player
         held = player._take_held(self.sample_rate)
-        self._output = held
-        # A held stream's device is not probed again: opening it to ask would fail on a
-        # device that takes one stream at a time.
-        target = held.target if held is not None else player.target(self.sample_rate)
-        if target.sample_rate != self.sample_rate:
-            import soxr
-
-            self._resampler = soxr.ResampleStream(
-                self.sample_rate, target.sample_rate, 1, dtype="float32"
-            )
-        self._buffer = _BoundedBuffer(
-            int(target.sample_rate * player.buffer_s), int(target.sample_rate * player.prefill_s)
-        )
-        player._buffer = self._buffer
         try:
+            # A held stream's device is not probed again: opening it to ask would fail on a
+            # device that takes one stream at a time.
+            target = held.target if held is not None else player.target(self.sample_rate)
+            if target.sample_rate != self.sample_rate:
+                import soxr
+
+                self._resampler = soxr.ResampleStream(
+                    self.sample_rate, target.sample_rate, 1, dtype="float32"
+                )
+            capacity, prefill = (
+                target.sample_rate * player.buffer_s,
+                target.sample_rate * player.prefill_s,
+            )
+            self._buffer = player._buffer = _BoundedBuffer(int(capacity), int(prefill))
             self._output = held or player._open_output(
                 sounddevice_module(), target, self.sample_rate
             )
         except BaseException:
-            self._buffer.close(discard=True)
+            if self._buffer is not None:
+                self._buffer.close(discard=True)
             player._buffer = None
+            if held is not None:
+                held.close()
             raise
         self._output.feed.begin(self._buffer, self.start_at, hold=player.keep_awake_s > 0)
+
+    def _device_lost(self) -> None:
+        """The device went away mid-job (unplugged, its sound server gone): the job fails,
+        naming it."""
+        name = self._output.target.name if self._output is not None else "?"
+        raise AudioDeviceError(
+            f"audio device {name!r} stopped in the middle of playback "
+            "(unplugged, or its sound server went away)"
+        )
 
     def close(self, complete: bool) -> bool:
         """Plays what was written to its end (`complete`), or drops it (a failure upstream);
@@ -426,10 +441,7 @@ class Playback:
                 "the audio stream came up %.0f ms after the start instant", feed.late_by * 1e3
             )
         if complete and not feed.drained.is_set() and not self.stopped:
-            raise AudioDeviceError(
-                f"audio device {output.target.name!r} stopped in the middle of playback "
-                "(unplugged, or its sound server went away)"
-            )
+            self._device_lost()
         return complete and not self.stopped
 
 

@@ -72,8 +72,8 @@ class HttpConfig(StrictModel):
     )
     voice_aliases: Reloadable[dict[Annotated[str, Field(max_length=64)], VoiceName]] = Field(
         default_factory=dict,
-        description="names the OpenAI route takes for voices (alloy: en_US-joe-medium): "
-        "clients written for OpenAI send its voice names",
+        description="other names for voices (alloy: en_US-joe-medium), taken wherever a "
+        "request names a voice: clients written for OpenAI send its voice names",
     )
 
     _resolve = field_validator("token_file")(resolve_path)

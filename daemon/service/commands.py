@@ -65,7 +65,7 @@ class SayCommand(BaseModel):
         default_factory=lambda: uuid.uuid4().hex[:12],
         description="job id, echoed in every event; a repeated id is never spoken twice",
     )
-    text: str = Field(min_length=1, description="what to say")
+    text: str = Field(description="what to say (empty: refused as bad_text, as on every interface)")
     voice: str | None = Field(None, description="voice name; default: the configured voice")
     language: LanguageTag | None = Field(
         None,

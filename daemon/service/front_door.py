@@ -20,9 +20,8 @@ from daemon.service.jobs import Job, JobQueue
 from daemon.service.lanes import Lane
 from daemon.service.settings import Settings
 from daemon.service.text_feed import TextFeed
-from daemon.speech.synthesizer import Rendering, Synthesizer
-
-__all__ = ["FrontDoor", "Rendering", "StateListener"]
+from daemon.speech.rendering import Rendering
+from daemon.speech.synthesizer import Synthesizer
 from daemon.voices.base import SpeechOptions, VoiceInfo
 from daemon.voices.registry import BrokenVoice
 

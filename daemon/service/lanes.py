@@ -188,7 +188,9 @@ class Lane(threading.Thread):
         command = job.command
         rate = self.synthesizer.voices.get(command.voice).info.sample_rate
         played = self.outputs.played(job)
-        sinks = [*played, *self.outputs.published(job)]
+        # Published first: each block goes out before the device may wait for room for it,
+        # and the stream's end before the device drains.
+        sinks = [*self.outputs.published(job), *played]
         pieces = self._sentences(job, rate)
         if command.captions:  # timed as heard where it plays (after a lead-in)
             lead_s = max((sink.lead_s for sink in played), default=0.0)

@@ -22,12 +22,13 @@ class JobOutputs:
         settings: Settings,
         player: Player,
         publish: Publish,
-        played: Sequence[SinkFactory] = (),
+        extra_played: Sequence[SinkFactory] = (),
     ) -> None:
+        """`extra_played`: played outputs besides the config's (the tests' recording sink)."""
         self.settings = settings
         self.player = player
         self.publish = publish
-        self.extra_played = list(played)
+        self.extra_played = list(extra_played)
 
     def played(self, job: Job) -> list[Sink]:
         """Where a job that plays is heard. No lead-in before a job timed to start at an

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable, Iterator
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
 
 import numpy as np
 
@@ -21,20 +21,11 @@ from daemon.config import ConfigInForce
 from daemon.errors import TextError
 from daemon.speech.cache import PhraseCache, cache_key
 from daemon.speech.captions import WordClock
+from daemon.speech.rendering import Rendering
 from daemon.text.prepare import prepare
 from daemon.text.script import Pause, Script, Sound, Utterance, cache_form
 from daemon.voices.base import SpeechOptions
 from daemon.voices.registry import VoiceRegistry
-
-
-@dataclass
-class Rendering:
-    """A request's audio on its way (see `Synthesizer.render`)."""
-
-    voice: str
-    rate: int
-    blocks: Iterator[np.ndarray]
-    clock: WordClock  # the words of the blocks made so far, timed in them
 
 
 class Synthesizer:
@@ -89,7 +80,6 @@ class Synthesizer:
         voice: str | None,
         options: SpeechOptions,
         *,
-        ssml: bool = False,
         pause_s: float | None = None,
         streamed: bool = True,
     ) -> Rendering:
@@ -100,7 +90,7 @@ class Synthesizer:
         holding one of the `max_requests` places (taken at the first block, given back at
         the end, or when the client goes and the generator is closed)."""
         name = self.voices.require(voice)
-        script = self.script(text, name, ssml=ssml)
+        script = self.script(text, name)
         rate = self.voices.get(name).info.sample_rate
         clock = self.word_clock(rate, pause_s)
         pieces = self.synthesize(text, name, options, streamed=streamed, script=script)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Generator, Iterable, Sequence
 from typing import Protocol
 
@@ -45,16 +46,19 @@ def deliver(
         try:
             sink.open(rate, start_at)
         except BaseException:
-            _close_all(sinks[:number], complete=False)
+            with contextlib.suppress(Exception):  # what failed is raised, not the closing
+                _close_all(sinks[: number + 1], complete=False)
             raise
     complete = False
     made = iter(blocks)
     try:
         complete = all(all(sink.write(block) for sink in sinks) for block in made)
     finally:
-        if isinstance(made, Generator):
-            made.close()
-        taken = _close_all(sinks, complete)
+        try:
+            if isinstance(made, Generator):
+                made.close()
+        finally:
+            taken = _close_all(sinks, complete)
     return complete and taken
 
 

@@ -5,8 +5,10 @@ and stops at its next block when the consumer leaves (a client that went away)."
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import threading
+import weakref
 from collections.abc import Iterable
 from concurrent.futures import Executor
 
@@ -18,6 +20,9 @@ _END = None  # after the last block
 
 
 class LoopSink:
+    """The sink whose blocks a consumer on an asyncio loop reads (`next`), at most `depth`
+    ahead of it."""
+
     lead_s = 0.0
     opening_s = 0.0
 
@@ -52,8 +57,8 @@ class LoopSink:
             try:
                 handed.result(timeout=1.0)
                 return
-            except TimeoutError:
-                if not self._loop.is_running():
+            except concurrent.futures.TimeoutError:  # not the builtin one before Python 3.11
+                if self._left.is_set() or not self._loop.is_running():
                     handed.cancel()
                     self._left.set()
                     return
@@ -69,6 +74,11 @@ class LoopSink:
         while not self._queue.empty():
             self._queue.get_nowait()
 
+    def abandon(self) -> None:
+        """The consumer was dropped without leaving (from any thread): the writer stops within
+        a second."""
+        self._left.set()
+
 
 class Handoff:
     """A render's blocks delivered on `executor`'s thread to a `LoopSink` and read here, on the
@@ -80,6 +90,9 @@ class Handoff:
         self.sink = LoopSink(loop)
         self._done = loop.run_in_executor(executor, deliver, blocks, [self.sink], rate)
         self._ahead: list[np.ndarray | None] = []  # a block read by `peek`
+        # An answer dropped before its body was read (a client gone before the response
+        # started) never calls `close`: the render still ends and gives back its place.
+        weakref.finalize(self, self.sink.abandon)
 
     async def peek(self) -> np.ndarray | None:
         """The next block, left to be read (waiting for it: a render that fails before its

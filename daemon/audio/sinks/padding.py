@@ -1,6 +1,6 @@
 """Silence around what a sink plays: `audio.lead_in_ms` before it, so an amplifier that wakes
 on sound does not swallow the first syllable, and `audio.tail_ms` after it. (Not before a
-timed start, which it would make late: the service does not pad those.)"""
+timed start, which it would make late: the service gives those no lead-in.)"""
 
 from __future__ import annotations
 
