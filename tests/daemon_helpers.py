@@ -52,13 +52,14 @@ class Daemon:
             stdout=subprocess.DEVNULL,
             stderr=(directory / "serve.log").open("wb"),
         )
+        self._unread: list[str] = []  # notifications read here, not yet by `notifications`
         try:
+            # Past its build (on a fresh box a minute or more, each step notified): what a
+            # test then waits for (online, or the broker's answer in the log) comes within
+            # seconds.
+            self._unread = self.notifications(until="STATUS=loading voices")
             if wait_online:
                 self.recorder.wait_for(lambda t, p: t == f"{self.base}/status" and p == b"online")
-            else:
-                # Past its build (on a fresh box a minute or more): what a test then waits for
-                # in the log (the broker's answer) comes within seconds.
-                self.notifications(until="STATUS=loading voices")
         except TimeoutError:  # socket.timeout too
             self.stop()  # no service left running after a test that could not start it
             raise
@@ -95,7 +96,7 @@ class Daemon:
         """sd_notify messages received, up to and including the first that starts with `until`."""
         received = []
         while True:
-            message = self.notify.recv(4096).decode()
+            message = self._unread.pop(0) if self._unread else self.notify.recv(4096).decode()
             received.append(message)
             if message.startswith(until):
                 return received
