@@ -114,7 +114,8 @@ def test_mqtt_install_reports_progress_and_the_voice_speaks_everywhere(box, capt
             "/v1/audio/speech",
             json={"model": "x", "input": "Hallo.", "voice": GERMAN, "response_format": "wav"},
         )
-        assert audio.status_code == 200 and len(audio.content) > 44 + EMBEDDED_RATE
+        # "Hallo.": about half a second, its durations drawn at random (noise_w)
+        assert audio.status_code == 200 and len(audio.content) > 44 + EMBEDDED_RATE // 2
 
     assert GERMAN in voice_select_options(box)
     box.recorder.publish("voice", GERMAN)  # Home Assistant's select: the default voice
