@@ -27,6 +27,12 @@ class RuntimeConfig(StrictModel):
         description="requests synthesized at once by `serve` (each with threads / workers); "
         "auto = physical cores available",
     )
+    yield_busy_cores: bool = Field(
+        True,
+        description="each run takes only the cores other processes leave free (their load "
+        "over the last half second, from the kernel's CPU counters): on a box that also runs "
+        "Home Assistant or a recorder, a run on every core waits for the busy one",
+    )
     precision: Literal["auto", "exact", "fp32", "fp16", "int8"] = Field(
         "auto",
         description="auto: the fastest variant that passes `fastvoice build`'s quality gate "

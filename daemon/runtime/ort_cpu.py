@@ -15,6 +15,7 @@ share one mapping of its weights (daemon.runtime.shared_weights).
 
 from __future__ import annotations
 
+import collections
 import itertools
 import logging
 import os
@@ -34,6 +35,7 @@ from daemon.parts import WHOLE, part_kind
 from daemon.runtime.artifacts import Artifact, find_artifact
 from daemon.runtime.base import Backend, Precision, Stage, StageReport, ort_specs
 from daemon.runtime.cpu_arena import IdleRelease, register_shared_arena
+from daemon.runtime.cpu_load import FreeCores, allowed_cpus, sampled_load
 from daemon.runtime.ort_values import run_keeping
 from daemon.runtime.scheduling import MAX_WAIT_S, WaitingRun, next_in_line
 from daemon.runtime.shared_weights import SharedWeights
@@ -62,11 +64,7 @@ def artifact_kind(part: str, precision: str = "fp32") -> str:
 def physical_cores_available() -> int:
     """Physical cores, capped by the CPUs this process is allowed to run on (cgroups, taskset)."""
     physical = psutil.cpu_count(logical=False) or os.cpu_count() or 1
-    try:
-        allowed = len(os.sched_getaffinity(0))
-    except AttributeError:
-        allowed = os.cpu_count() or 1
-    return max(1, min(physical, allowed))
+    return max(1, min(physical, len(allowed_cpus())))
 
 
 def _shared_weights(artifact: Artifact | None) -> SharedWeights | None:
@@ -103,25 +101,35 @@ class Load:
 
 
 class SessionPool:
-    """Sessions of one graph: `solo`, with every thread, for a run while no other request is in
-    progress; `workers` narrow ones for runs while requests overlap (a request between two runs,
-    phonemizing, still holds its share of the cores). At most `workers` runs are in flight; a
-    further one waits for a session, and the runs waiting go in the order of
-    daemon.runtime.scheduling (first audio, then the least work left; none starves).
+    """Sessions of one graph, one per thread count a run may take: every thread for a run while
+    no other request is in progress; a share (`threads / workers`) for runs while requests
+    overlap (a request between two runs, phonemizing, still holds its share of the cores); and
+    either narrowed to the cores other processes leave free (`free_cores`, decided per run: no
+    reload). At most `workers` runs are in flight; a further one waits for a session, and the
+    runs waiting go in the order of daemon.runtime.scheduling (first audio, then the least work
+    left; none starves).
     """
 
     def __init__(
-        self, make: Callable[[int], object], threads: int, workers: int, load: Load
+        self,
+        make: Callable[[int], object],
+        threads: int,
+        workers: int,
+        load: Load,
+        free_cores: Callable[[], int] | None = None,
     ) -> None:
-        """The narrow sessions are made when requests first overlap: a start loads one session
-        per stage, and a box that serves one request at a time never holds the others."""
+        """Sessions other than the first are made when a run first needs their width: a start
+        loads one session per stage, and a box that serves one request at a time on quiet
+        cores never holds the others."""
+        self.threads = threads
         self.workers = workers
         self.load = load
+        self._make = make
+        self._free_cores = free_cores or (lambda: threads)
         self.solo = make(threads)
-        self._solo_busy = False
-        self._make_narrow = lambda: make(max(1, threads // workers))
-        self._unmade = workers if workers > 1 else 0
-        self._idle: list[object] = []
+        self._idle: dict[int, list[object]] = {threads: [self.solo]}
+        self._made = collections.Counter({threads: 1})
+        self._width: dict[int, int] = {id(self.solo): threads}
         self._in_flight = 0
         self._line: list[WaitingRun] = []
         self._tickets = itertools.count()
@@ -132,18 +140,33 @@ class SessionPool:
         with self._cond:
             return len(self._line)
 
+    @property
+    def made(self) -> dict[int, int]:
+        """Sessions made so far, by their thread count."""
+        with self._cond:
+            return dict(self._made)
+
+    def _wanted_width(self) -> int:
+        alone = self._in_flight == 0 and self.load.active <= 1
+        share = self.threads if alone else max(1, self.threads // self.workers)
+        return min(share, self._free_cores())
+
     def _pick(self):
         if self._in_flight >= self.workers:
             return None
-        alone = self._in_flight == 0 and self.load.active <= 1
-        if not self._solo_busy and (alone or not (self._idle or self._unmade)):
-            self._solo_busy = True
-            return self.solo
-        if not self._idle and self._unmade:
-            session = self._make_narrow()
-            self._unmade -= 1
+        width = self._wanted_width()
+        if self._idle.get(width):
+            return self._idle[width].pop()
+        # Every thread is one session; a narrower width may run in every worker at once.
+        if self._made[width] < (1 if width == self.threads else self.workers):
+            session = self._make(width)
+            self._made[width] += 1
+            self._width[id(session)] = width
             return session
-        return self._idle.pop() if self._idle else None
+        for sessions in self._idle.values():  # all of that width are busy: any other will do
+            if sessions:
+                return sessions.pop()
+        return None
 
     def acquire(self):
         with self._cond:
@@ -153,7 +176,7 @@ class SessionPool:
                 # Woken when a session comes back, and at times to see a long wait go first.
                 while next_in_line(self._line) is not waiting or (session := self._pick()) is None:
                     self._cond.wait(MAX_WAIT_S / 4)
-            except BaseException:  # a narrow session could not be made: leave the line
+            except BaseException:  # a session could not be made: leave the line
                 self._line.remove(waiting)
                 self._cond.notify_all()
                 raise
@@ -165,16 +188,13 @@ class SessionPool:
     def release(self, session) -> None:
         with self._cond:
             self._in_flight -= 1
-            if session is self.solo:
-                self._solo_busy = False
-            else:
-                self._idle.append(session)
+            self._idle.setdefault(self._width[id(session)], []).append(session)
             self._cond.notify_all()
 
 
 class OrtCpuStage(Stage):
     def __init__(self, pool: SessionPool, report: StageReport) -> None:
-        self._pool = pool
+        self.pool = pool
         self.report = report
         self.inputs = ort_specs(pool.solo.get_inputs())
         self.outputs = ort_specs(pool.solo.get_outputs())
@@ -183,7 +203,7 @@ class OrtCpuStage(Stage):
         return self.run_kept(feeds, ())
 
     def run_kept(self, feeds: Mapping[str, Any], keep: Collection[str]) -> list[Any]:
-        session = self._pool.acquire()
+        session = self.pool.acquire()
         try:
             if keep:
                 return run_keeping(session, feeds, keep)
@@ -191,7 +211,7 @@ class OrtCpuStage(Stage):
         except Exception as error:  # ORT raises its own exception types from C++
             raise BackendError(f"{self.report.stage}: inference failed: {error}") from error
         finally:
-            self._pool.release(session)
+            self.pool.release(session)
 
 
 class OrtCpuBackend(Backend):
@@ -203,9 +223,18 @@ class OrtCpuBackend(Backend):
         artifact_store: Path | None = None,
         workers: int = 1,
         precision: str = "auto",
+        yield_busy_cores: bool = False,
     ) -> None:
+        """`yield_busy_cores`: narrow each run to the cores other processes leave free (the
+        service's default, `runtime.yield_busy_cores`); off, a run takes `threads` whatever
+        else the box runs."""
         self.threads = threads or physical_cores_available()
         self.workers = workers
+        self.free_cores = (
+            FreeCores(self.threads, sampled_load(), len(allowed_cpus()))
+            if yield_busy_cores
+            else None
+        )
         self.artifact_store = artifact_store
         self.precision = precision
         self.requests = Load(IdleRelease())
@@ -326,7 +355,7 @@ class OrtCpuBackend(Backend):
             return session
 
         try:
-            pool = SessionPool(make, self.threads, self.workers, self.requests)
+            pool = SessionPool(make, self.threads, self.workers, self.requests, self.free_cores)
         except Exception as error:
             raise BackendError(f"{stage}: cannot load {model_path}: {error}") from error
         load_s = time.perf_counter() - started

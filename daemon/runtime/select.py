@@ -169,6 +169,7 @@ def create_backend(
         artifact_store=store,
         workers=workers,
         precision=runtime.precision,
+        yield_busy_cores=runtime.yield_busy_cores,
     )
     if runtime.backend == "ort-cpu":
         return cpu, "ort-cpu: chosen in config"

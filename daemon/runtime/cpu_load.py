@@ -1,0 +1,132 @@
+"""The cores other processes keep busy, so that a run takes only the cores they leave free.
+
+An edge box often runs more than the voice: Home Assistant, a database, a camera recorder. An
+ONNX Runtime session with a thread per core waits at every op for its slowest thread, and a
+thread that shares its core with another process is the slowest: with one of two cores held by
+another process, joe's decoder ran in twice its quiet time on two threads, and in 0.76-0.84x of
+that on one (issue 54). So before each run the session pool asks how many of its cores the rest
+of the box is using: the kernel's per-CPU busy time (/proc/stat) over the CPUs this process may
+run on, less this process's own CPU time (/proc/self/stat), over the last half second, sampled
+by one thread per process four times a second (two small reads of /proc).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Collection
+from pathlib import Path
+
+SAMPLE_EVERY_S = 0.25
+WINDOW_SAMPLES = 3  # the load over the last two intervals: half a second
+# /proc/stat's columns after the CPU's name: user nice system idle iowait irq softirq steal.
+# Busy is all but idle and iowait (steal: the hypervisor gave the core to someone else).
+BUSY_COLUMNS = (0, 1, 2, 5, 6, 7)
+TICKS_PER_S = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def allowed_cpus() -> frozenset[int]:
+    """The logical CPUs this process may run on (cgroups' cpusets and taskset narrow them)."""
+    try:
+        return frozenset(os.sched_getaffinity(0))
+    except AttributeError:
+        return frozenset(range(os.cpu_count() or 1))
+
+
+def read_busy_ticks(cpus: Collection[int], stat: Path = Path("/proc/stat")) -> int:
+    """Busy clock ticks, summed over `cpus`, since the box started."""
+    total = 0
+    for line in stat.read_text().splitlines():
+        name, _, rest = line.partition(" ")
+        if name.startswith("cpu") and name[3:].isdigit() and int(name[3:]) in cpus:
+            columns = rest.split()
+            total += sum(int(columns[i]) for i in BUSY_COLUMNS if i < len(columns))
+    return total
+
+
+def read_own_ticks(stat: Path = Path("/proc/self/stat")) -> int:
+    """This process's CPU time (user and system, every thread), in clock ticks."""
+    # The command name in parentheses may hold spaces: the fields count from its end.
+    fields = stat.read_text().rpartition(")")[2].split()
+    return int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of proc(5))
+
+
+class OtherLoad:
+    """How many cores other processes keep busy, as a moving measure; 0 where /proc cannot be
+    read (not Linux), so the pool keeps every core."""
+
+    def __init__(
+        self,
+        cpus: Collection[int] | None = None,
+        busy_ticks: Callable[[], int] | None = None,
+        own_ticks: Callable[[], int] = read_own_ticks,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        cpus = frozenset(cpus if cpus is not None else allowed_cpus())
+        self._busy_ticks = busy_ticks or (lambda: read_busy_ticks(cpus))
+        self._own_ticks = own_ticks
+        self._clock = clock
+        self._samples: deque[tuple[float, int, int]] = deque(maxlen=WINDOW_SAMPLES)
+        self._lock = threading.Lock()
+
+    def sample(self) -> None:
+        """Takes one reading of the counters (the sampler thread's step; tests call it)."""
+        try:
+            reading = (self._clock(), self._busy_ticks(), self._own_ticks())
+        except (OSError, ValueError, IndexError):
+            return
+        with self._lock:
+            self._samples.append(reading)
+
+    def cores(self) -> float:
+        """Cores kept busy by other processes over the window (0 before two readings)."""
+        with self._lock:
+            if len(self._samples) < 2:
+                return 0.0
+            (start, busy0, own0), (end, busy1, own1) = self._samples[0], self._samples[-1]
+        elapsed = end - start
+        if elapsed <= 0:
+            return 0.0
+        return max(0.0, (busy1 - busy0 - (own1 - own0)) / TICKS_PER_S / elapsed)
+
+
+class FreeCores:
+    """The intra-op threads a run may take now: the pool's `threads`, less the cores other
+    processes keep busy (half a core or more counts as one), never fewer than one."""
+
+    def __init__(self, threads: int, load: OtherLoad, logical_cpus: int) -> None:
+        self.threads = threads
+        self.load = load
+        # On a box with two hardware threads per core, a busy logical CPU is half a core.
+        self._cores_per_cpu = min(1.0, threads / max(1, logical_cpus))
+
+    def __call__(self) -> int:
+        taken = math.floor(self.load.cores() * self._cores_per_cpu + 0.5)
+        return max(1, self.threads - taken)
+
+
+_sampled: OtherLoad | None = None
+_started = threading.Lock()
+
+
+def sampled_load() -> OtherLoad:
+    """The process's one measure of other processes' load over the CPUs it may use, with its
+    sampler thread started on first use (a daemon thread: it ends with the process)."""
+    global _sampled
+    with _started:
+        if _sampled is None:
+            _sampled = OtherLoad()
+            _sampled.sample()
+            threading.Thread(
+                target=_sample_forever, args=(_sampled,), name="fastvoice-cpu-load", daemon=True
+            ).start()
+        return _sampled
+
+
+def _sample_forever(load: OtherLoad) -> None:
+    while True:
+        time.sleep(SAMPLE_EVERY_S)
+        load.sample()
