@@ -102,7 +102,11 @@ def vits_candidates(cpu: CpuClass) -> tuple[tuple[Candidate, ...], dict[str, str
     fp16 graph's convolutions through casts to fp32 (the embedded voice's fp16 measured 1.01x
     fp32's time on an AVX-512 BF16 box, within 5 % either way on AVX2 ones), so building and
     judging it there only costs the build time. bf16 is in no class's list: ONNX Runtime's CPU
-    kernels have no bf16 convolution."""
+    kernels have no bf16 convolution, and OpenVINO's (2026.4, the one CPU runtime that has them)
+    measured no lever for a streaming decoder: on an AVX-512 BF16 box joe's decoder in bf16
+    took 0.76-0.88x ONNX Runtime's time on windows of 40-300 frames run again at one shape
+    (42 dB SNR), but each new window length costs its first run 20-25 ms more (2-3x on a
+    40-frame window), and a streamed sentence's windows are all of new lengths (issue 54)."""
     not_tried = {"bf16": "ONNX Runtime's CPU kernels have no bf16 convolution"}
     if "asimdhp" in cpu.features:
         return (FP16, INT8), not_tried
@@ -116,5 +120,7 @@ def kokoro_candidates(cpu: CpuClass) -> tuple[tuple[Candidate, ...], dict[str, s
     where the `gate` extra is missing). The published graph's convolutions are int8 already."""
     return (INT8,), {
         "fp16": "the published graph's convolutions are int8 already (ConvInteger)",
-        "bf16": "ONNX Runtime's CPU kernels have no bf16 convolution",
+        "bf16": "ONNX Runtime's CPU kernels have no bf16 convolution; OpenVINO's bf16 of the "
+        "graph (decoder folded to fp32) scored wideband PESQ 1.1 against the published graph, "
+        "its f32 2.9-3.8 (issue 54)",
     }
