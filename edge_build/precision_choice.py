@@ -14,7 +14,7 @@ from daemon.voices.base import Voice
 from edge_build.artifact_writer import BuildResult
 from edge_build.cpu_classes import CpuClass, this_cpu
 from edge_build.ort_optimize import write_precision_choice
-from edge_build.quality_gate import ENGLISH, PESQ_MISSING, GateSet, evaluate
+from edge_build.quality_gate import ASR_MISSING, ENGLISH, PESQ_MISSING, GateSet, evaluate
 
 
 @dataclass
@@ -53,12 +53,14 @@ def settle_precision(
     unjudged = approximate is not None and "approximated" not in recorded
     # Judged where the pesq package was missing, and it is installed now (the `gate` extra).
     pesq_since = PESQ_MISSING in recorded.get("reason", "") and gate.pesq() is not None
+    # Or where the ASR check it asks for was missing, and it is installed now (the same extra).
+    asr_since = ASR_MISSING in recorded.get("reason", "") and gate.transcriber() is not None
     # Judged among other candidates: before the CPU classes, or as another class.
     other_candidates = recorded.get("cpu_class") != cpu.name or recorded.get("chosen") not in (
         "fp32",
         *candidates,
     )
-    if choice is None or again or unjudged or pesq_since or other_candidates:
+    if choice is None or again or unjudged or pesq_since or asr_since or other_candidates:
         chosen, reason, verdicts = evaluate(load, candidates, gate)
         verdict = {
             "chosen": chosen,

@@ -26,6 +26,10 @@ from daemon.voices.vits import BothWays, VitsVoice
 from edge_build.precision_choice import Approximations
 from edge_build.quality_gate import (
     ENGLISH,
+    MAX_LOG_SPECTRAL_DISTANCE_DB,
+    MAX_WER_INCREASE,
+    MIN_MEAN_PESQ,
+    MIN_WORST_PESQ,
     PESQ_MISSING,
     GateSet,
     log_spectral_distance_db,
@@ -35,9 +39,6 @@ from edge_build.quality_gate import (
 
 APPROXIMATE_CONTEXT_FRAMES = 8
 GATE_WINDOW_FRAMES = 48  # every window this short: more seams than a box makes at speed
-MIN_MEAN_PESQ, MIN_WORST_PESQ = 4.2, 4.0
-MAX_LOG_SPECTRAL_DISTANCE_DB = 1.0
-MAX_WER_INCREASE = 0.02
 MIN_BLOCK_SNR_DB = 25.0
 
 

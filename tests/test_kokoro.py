@@ -238,14 +238,23 @@ def built(tmp_path_factory) -> tuple[KokoroBuilder, dict]:
     return builder, {result.stage: result for result in results}
 
 
-def test_the_build_makes_an_int8_variant_and_the_gate_judges_it_by_pesq(built):
+def test_the_build_makes_an_int8_variant_and_the_gate_judges_it_as_decided(built):
+    """Distance, PESQ (worst and mean) and whisper-base's katakana error, checked in that
+    order: a variant passes only within all of them (on the AVX-512 build box int8 fails on
+    the first, at 6.9 dB)."""
     builder, results = built
     assert {"kokoro", "kokoro@int8", "kokoro/precision"} <= set(results)
     graph = kokoro.graph_path(builder.store)
     choice = OrtCpuBackend(artifact_store=builder.store).precision_choice(graph)[0]
     fp32, int8 = choice.manifest["verdicts"]
     assert fp32["precision"] == "fp32" and int8["precision"] == "int8"
-    assert int8["pesq"] is not None and (int8["pesq"] >= GATE.min_pesq) == int8["passed"]
+    assert int8["log_spectral_distance_db"] is not None
+    if int8["passed"]:
+        assert int8["log_spectral_distance_db"] <= GATE.max_log_spectral_distance_db
+        assert int8["pesq"] >= GATE.min_pesq and int8["pesq_mean"] >= GATE.min_pesq_mean
+        assert int8["wer"] <= fp32["wer"] + GATE.max_error_increase
+    else:
+        assert choice.manifest["chosen"] == "fp32" and int8["reason"] in choice.manifest["reason"]
     assert choice.manifest["chosen"] in ("fp32", "int8")
     assert choice.manifest["cpu_features"] == list(cpu_features())  # what the choice was made on
     assert choice.manifest["reason"] == results["kokoro/precision"].status

@@ -146,6 +146,20 @@ def test_a_gate_asking_for_pesq_where_it_is_missing_keeps_the_reference(voice):
     assert PESQ_MISSING in verdicts[1].reason and PESQ_MISSING in reason
 
 
+def test_an_english_voice_is_judged_by_pesq_where_installed_and_without_it_elsewhere(voice):
+    """A box installs from wheels and pesq has none: an English voice's variant is judged by
+    the decided limits it can measure there (PESQ where the `gate` extra is), a Kokoro-like set
+    that requires PESQ refuses it instead."""
+    sentence = ("Good evening.",)
+    without = replace(ENGLISH, texts=sentence, pesq=no_pesq, transcriber=no_transcriber)
+    unmeasured = evaluate(lambda p: voice, ("int8",), without)[2][1]
+    assert unmeasured.passed and unmeasured.pesq is None
+    measured = evaluate(lambda p: voice, ("int8",), replace(without, pesq=ENGLISH.pesq))[2][1]
+    assert measured.passed and measured.pesq is not None and measured.pesq >= ENGLISH.min_pesq
+    required = evaluate(lambda p: voice, ("int8",), replace(without, pesq_required=True))[2][1]
+    assert not required.passed and PESQ_MISSING in required.reason
+
+
 def test_spectral_distance_is_zero_for_the_same_audio_and_large_for_hiss(voice):
     audio = np.concatenate(
         [p.samples for p in voice.synthesize_sentence("Good morning.", SpeechOptions())]

