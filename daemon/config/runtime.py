@@ -29,8 +29,8 @@ class RuntimeConfig(StrictModel):
     )
     yield_busy_cores: bool = Field(
         True,
-        description="each run takes only the cores other processes leave free (their load "
-        "over the last half second, from the kernel's CPU counters): on a box that also runs "
+        description="each run takes only the cores other processes leave free (a load that "
+        "held through the last 0.3 s, from the kernel's CPU counters): on a box that also runs "
         "Home Assistant or a recorder, a run on every core waits for the busy one",
     )
     precision: Literal["auto", "exact", "fp32", "fp16", "int8"] = Field(

@@ -7,7 +7,8 @@ where the CPU backend earns its keep.
 Concurrent requests (parallel workers): a run that has the CPU to itself uses the session with
 every core's threads; runs that overlap use narrow sessions with a share of the cores each, so
 that N requests at once do not oversubscribe the CPU (on 2 cores, two 1-thread sessions serve
-about 1.2x the utterances of one 2-thread session). All sessions of a process share one arena
+about 1.2x the utterances of one 2-thread session). On a busy box a run takes only the cores
+other processes leave free (daemon.runtime.cpu_load). All sessions of a process share one arena
 (ONNX Runtime's environment allocator, daemon.runtime.cpu_arena), so idle sessions hold no
 activation memory and an idle box gives the arena's memory back; the sessions of one artifact
 share one mapping of its weights (daemon.runtime.shared_weights).
@@ -104,8 +105,8 @@ class SessionPool:
     """Sessions of one graph, one per thread count a run may take: every thread for a run while
     no other request is in progress; a share (`threads / workers`) for runs while requests
     overlap (a request between two runs, phonemizing, still holds its share of the cores); and
-    either narrowed to the cores other processes leave free (`free_cores`, decided per run: no
-    reload). At most `workers` runs are in flight; a further one waits for a session, and the
+    either one narrowed to the cores other processes leave free (`free_cores`, decided per run:
+    no reload). At most `workers` runs are in flight; a further one waits for a session, and the
     runs waiting go in the order of daemon.runtime.scheduling (first audio, then the least work
     left; none starves).
     """
