@@ -77,7 +77,7 @@ RESTART_ONLY_AT_THE_START = keys_in(
     mqtt.password_file mqtt.port mqtt.qos mqtt.render_group mqtt.tls mqtt.username mqtt.zones
     queue.journal_dir queue.persist
     runtime.artifact_dir runtime.artifacts runtime.backend runtime.build_on_start runtime.precision
-    runtime.threads runtime.workers
+    runtime.threads runtime.workers runtime.yield_busy_cores
     version
     voices
     wyoming.uri
