@@ -14,7 +14,7 @@ from daemon.voices.base import Voice
 from edge_build.artifact_writer import BuildResult
 from edge_build.cpu_classes import CpuClass, this_cpu
 from edge_build.ort_optimize import write_precision_choice
-from edge_build.quality_gate import ASR_MISSING, ENGLISH, PESQ_MISSING, GateSet, evaluate
+from edge_build.quality_gate import ASR_MISSING, ENGLISH, GateSet, evaluate
 
 
 @dataclass
@@ -51,8 +51,12 @@ def settle_precision(
     choice = OrtCpuBackend(artifact_store=store).precision_choice(model)[0]
     recorded = choice.manifest if choice is not None else {}
     unjudged = approximate is not None and "approximated" not in recorded
+    # Judged under other limits (those decided in issue 54 came after earlier choices).
+    other_limits = recorded.get("limits") != gate.limits()
     # Judged where the pesq package was missing, and it is installed now (the `gate` extra).
-    pesq_since = PESQ_MISSING in recorded.get("reason", "") and gate.pesq() is not None
+    pesq_since = (
+        gate.asks_pesq() and not recorded.get("pesq_measured") and gate.pesq() is not None
+    )
     # Or where the ASR check it asks for was missing, and it is installed now (the same extra).
     asr_since = ASR_MISSING in recorded.get("reason", "") and gate.transcriber() is not None
     # Judged among other candidates: before the CPU classes, or as another class.
@@ -60,7 +64,8 @@ def settle_precision(
         "fp32",
         *candidates,
     )
-    if choice is None or again or unjudged or pesq_since or asr_since or other_candidates:
+    stale = other_limits or pesq_since or asr_since or other_candidates
+    if choice is None or again or unjudged or stale:
         chosen, reason, verdicts = evaluate(load, candidates, gate)
         verdict = {
             "chosen": chosen,
@@ -68,6 +73,8 @@ def settle_precision(
             "verdicts": [v.as_dict() for v in verdicts],
             "cpu_class": cpu.name,
             "not_tried": not_tried or {},
+            "limits": gate.limits(),
+            "pesq_measured": gate.pesq() is not None,
         }
         if approximate is not None:
             judged = approximate(load(chosen))

@@ -285,6 +285,19 @@ class GateSet:
     def asks_pesq(self) -> bool:
         return self.min_pesq is not None or self.min_pesq_mean is not None
 
+    def limits(self) -> dict[str, float | bool | None]:
+        """The limits a verdict was reached under (recorded with it: a choice made under other
+        limits is judged again)."""
+        return {
+            "max_length_change": MAX_LENGTH_CHANGE,
+            "max_log_spectral_distance_db": self.max_log_spectral_distance_db,
+            "min_pesq": self.min_pesq,
+            "min_pesq_mean": self.min_pesq_mean,
+            "max_error_increase": self.max_error_increase,
+            "asr_required": self.asr_required,
+            "min_speedup": MIN_SPEEDUP,
+        }
+
 
 # A box installs from wheels and pesq has none: an English voice's variants are judged by
 # PESQ where the `gate` extra put it, by the distance and pocketsphinx's word error everywhere.

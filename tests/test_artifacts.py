@@ -64,7 +64,7 @@ def test_sessions_of_an_artifact_share_one_mapping_of_its_weights(voice_copy, tm
     weights = artifact.directory / artifact.manifest["files"]["weights"]["name"]
     assert artifact.manifest["initializers"], "the build lists where each weight lies"
     stage = OrtCpuBackend(threads=2, workers=2, artifact_store=store).load(voice_copy.model, "v")
-    solo, narrow = stage._pool.acquire(), stage._pool.acquire()  # overlapping runs: two sessions
+    solo, narrow = stage.pool.acquire(), stage.pool.acquire()  # overlapping runs: two sessions
     assert solo is not narrow
     maps = Path("/proc/self/maps").read_text().splitlines()
     mappings = [line for line in maps if line.endswith(str(weights))]

@@ -21,6 +21,7 @@ from daemon.voices.vits import VitsVoice
 from daemon.voices.vits_windows import CATCH_UP_FRAMES, EXACT_CONTEXT_FRAMES
 from edge_build.build import build_voices
 from edge_build.cpu_classes import this_cpu, vits_candidates
+from edge_build.precision_choice import settle_precision
 from edge_build.quality_gate import (
     ENGLISH,
     MAX_LOG_SPECTRAL_DISTANCE_DB,
@@ -67,6 +68,28 @@ def test_auto_build_makes_each_variant_and_records_the_gate(auto_store):
     assert [v["precision"] for v in manifest["verdicts"]] == ["fp32", *tried]
     assert manifest["chosen"] in {v["precision"] for v in manifest["verdicts"] if v["passed"]}
     assert manifest["cpu_class"] == this_cpu().name
+
+
+def test_a_choice_made_under_other_limits_is_judged_again(tmp_path):
+    """A box upgraded from the earlier limits (or whose record has none) judges again; the same
+    limits keep the record (no judging at every start)."""
+    model = VitsVoice("v", VOICE, OrtCpuBackend()).info.stages[0].model_path
+    gate = replace(ENGLISH, texts=("Good evening.",), pesq=no_pesq, transcriber=no_transcriber)
+    voice = VitsVoice("v", VOICE, OrtCpuBackend())
+
+    def settle(limits_gate):
+        return settle_precision(
+            "v", "v/vits", Path(model), tmp_path, lambda p: voice, (), again=False, gate=limits_gate
+        ).status
+
+    assert not settle(gate).startswith("up to date")
+    assert settle(gate).startswith("up to date")
+    looser = replace(gate, max_log_spectral_distance_db=1.5)
+    assert not settle(looser).startswith("up to date")
+    assert (
+        OrtCpuBackend(artifact_store=tmp_path).precision_choice(Path(model))[0].manifest["limits"]
+        == looser.limits()
+    )
 
 
 def test_auto_loads_the_gate_choice_and_says_why(auto_store):

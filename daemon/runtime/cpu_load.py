@@ -28,8 +28,11 @@ from pathlib import Path
 SAMPLE_EVERY_S = 0.1
 WINDOW_SAMPLES = 4  # three intervals: the load must hold through each of them
 # /proc/stat's columns after the CPU's name: user nice system idle iowait irq softirq steal.
-# Busy is all but idle and iowait (steal: the hypervisor gave the core to someone else).
-BUSY_COLUMNS = (0, 1, 2, 5, 6, 7)
+# Busy: user, system, irq, softirq and steal (the hypervisor gave the core to someone else).
+# Not nice: a niced job (a backup, an indexer at nice 19) yields its core to a run at once;
+# unless this process is niced itself (its own time is counted there, and subtracted).
+BUSY_COLUMNS = (0, 2, 5, 6, 7)
+NICE_COLUMN = 1
 TICKS_PER_S = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
@@ -41,15 +44,31 @@ def allowed_cpus() -> frozenset[int]:
         return frozenset(range(os.cpu_count() or 1))
 
 
-def read_busy_ticks(cpus: Collection[int], stat: Path = Path("/proc/stat")) -> int:
-    """Busy clock ticks, summed over `cpus`, since the box started."""
-    total = 0
+def busy_columns() -> tuple[int, ...]:
+    """The columns of /proc/stat that count as busy for this process (see BUSY_COLUMNS)."""
+    niced = hasattr(os, "nice") and os.nice(0) > 0
+    return (*BUSY_COLUMNS, NICE_COLUMN) if niced else BUSY_COLUMNS
+
+
+def read_busy_ticks(
+    cpus: Collection[int],
+    stat: Path = Path("/proc/stat"),
+    columns: tuple[int, ...] = BUSY_COLUMNS,
+) -> int:
+    """Busy clock ticks, summed over `cpus`, since the box started. Where /proc/stat lists
+    none of them (a container whose /proc numbers its CPUs from 0), the whole box's line."""
+    total, matched, whole = 0, False, 0
     for line in stat.read_text().splitlines():
         name, _, rest = line.partition(" ")
-        if name.startswith("cpu") and name[3:].isdigit() and int(name[3:]) in cpus:
-            columns = rest.split()
-            total += sum(int(columns[i]) for i in BUSY_COLUMNS if i < len(columns))
-    return total
+        if not name.startswith("cpu"):
+            continue
+        counts = rest.split()
+        busy = sum(int(counts[i]) for i in columns if i < len(counts))
+        if name == "cpu":
+            whole = busy
+        elif name[3:].isdigit() and int(name[3:]) in cpus:
+            total, matched = total + busy, True
+    return total if matched else whole
 
 
 def read_own_ticks(stat: Path = Path("/proc/self/stat")) -> int:
@@ -71,20 +90,23 @@ class OtherLoad:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         cpus = frozenset(cpus if cpus is not None else allowed_cpus())
-        self._busy_ticks = busy_ticks or (lambda: read_busy_ticks(cpus))
+        counted = busy_columns()
+        self._busy_ticks = busy_ticks or (lambda: read_busy_ticks(cpus, columns=counted))
         self._own_ticks = own_ticks
         self._clock = clock
         self._samples: deque[tuple[float, int, int]] = deque(maxlen=WINDOW_SAMPLES)
         self._lock = threading.Lock()
 
-    def sample(self) -> None:
-        """Takes one reading of the counters (the sampler thread's step; tests call it)."""
+    def sample(self) -> bool:
+        """Takes one reading of the counters (the sampler thread's step; tests call it); False
+        where they cannot be read."""
         try:
             reading = (self._clock(), self._busy_ticks(), self._own_ticks())
         except (OSError, ValueError, IndexError):
-            return
+            return False
         with self._lock:
             self._samples.append(reading)
+        return True
 
     def cores(self) -> float:
         """Cores other processes kept busy through each interval of the window (0 before two
@@ -100,18 +122,20 @@ class OtherLoad:
 
 
 class FreeCores:
-    """The intra-op threads a run may take now: the pool's `threads`, less the cores other
-    processes keep busy (half a core or more counts as one), never fewer than one."""
+    """The intra-op threads a run may take now: the physical `cores` this process may use, less
+    those other processes keep busy (half a core or more counts as one), at most `threads` and
+    never fewer than one."""
 
-    def __init__(self, threads: int, load: OtherLoad, logical_cpus: int) -> None:
+    def __init__(self, threads: int, load: OtherLoad, cores: int, logical_cpus: int) -> None:
         self.threads = threads
+        self.cores = cores
         self.load = load
         # On a box with two hardware threads per core, a busy logical CPU is half a core.
-        self._cores_per_cpu = min(1.0, threads / max(1, logical_cpus))
+        self._cores_per_cpu = min(1.0, cores / max(1, logical_cpus))
 
     def __call__(self) -> int:
         taken = math.floor(self.load.cores() * self._cores_per_cpu + 0.5)
-        return max(1, self.threads - taken)
+        return max(1, min(self.threads, self.cores - taken))
 
 
 _sampled: OtherLoad | None = None
@@ -125,7 +149,6 @@ def sampled_load() -> OtherLoad:
     with _started:
         if _sampled is None:
             _sampled = OtherLoad()
-            _sampled.sample()
             threading.Thread(
                 target=_sample_forever, args=(_sampled,), name="fastvoice-cpu-load", daemon=True
             ).start()
@@ -133,6 +156,6 @@ def sampled_load() -> OtherLoad:
 
 
 def _sample_forever(load: OtherLoad) -> None:
-    while True:
+    """Samples until the counters cannot be read (not Linux): every core is then free."""
+    while load.sample():
         time.sleep(SAMPLE_EVERY_S)
-        load.sample()

@@ -148,9 +148,15 @@ class SessionPool:
             return dict(self._made)
 
     def _wanted_width(self) -> int:
+        """Every thread alone, a share when requests overlap, either one no wider than the
+        free cores; rounded down to a width the pool keeps (every thread, the share, or a
+        power of two), so that a stage holds a few widths, not one per core count."""
         alone = self._in_flight == 0 and self.load.active <= 1
-        share = self.threads if alone else max(1, self.threads // self.workers)
-        return min(share, self._free_cores())
+        share = max(1, self.threads // self.workers)
+        wanted = min(self.threads if alone else share, self._free_cores())
+        if wanted in (self.threads, share):
+            return wanted
+        return 1 << (wanted.bit_length() - 1)
 
     def _pick(self):
         if self._in_flight >= self.workers:
@@ -158,16 +164,12 @@ class SessionPool:
         width = self._wanted_width()
         if self._idle.get(width):
             return self._idle[width].pop()
-        # Every thread is one session; a narrower width may run in every worker at once.
-        if self._made[width] < (1 if width == self.threads else self.workers):
-            session = self._make(width)
-            self._made[width] += 1
-            self._width[id(session)] = width
-            return session
-        for sessions in self._idle.values():  # all of that width are busy: any other will do
-            if sessions:
-                return sessions.pop()
-        return None
+        # Fewer than `workers` runs are in flight, so fewer than `workers` of this width are
+        # busy: none idle means another may be made.
+        session = self._make(width)
+        self._made[width] += 1
+        self._width[id(session)] = width
+        return session
 
     def acquire(self):
         with self._cond:
@@ -232,7 +234,7 @@ class OrtCpuBackend(Backend):
         self.threads = threads or physical_cores_available()
         self.workers = workers
         self.free_cores = (
-            FreeCores(self.threads, sampled_load(), len(allowed_cpus()))
+            FreeCores(self.threads, sampled_load(), physical_cores_available(), len(allowed_cpus()))
             if yield_busy_cores
             else None
         )
