@@ -51,20 +51,7 @@ def settle_precision(
     choice = OrtCpuBackend(artifact_store=store).precision_choice(model)[0]
     recorded = choice.manifest if choice is not None else {}
     unjudged = approximate is not None and "approximated" not in recorded
-    # Judged under other limits (those decided in issue 54 came after earlier choices).
-    other_limits = recorded.get("limits") != gate.limits()
-    # Judged where the pesq package was missing, and it is installed now (the `gate` extra).
-    pesq_since = (
-        gate.asks_pesq() and not recorded.get("pesq_measured") and gate.pesq() is not None
-    )
-    # Or where the ASR check it asks for was missing, and it is installed now (the same extra).
-    asr_since = ASR_MISSING in recorded.get("reason", "") and gate.transcriber() is not None
-    # Judged among other candidates: before the CPU classes, or as another class.
-    other_candidates = recorded.get("cpu_class") != cpu.name or recorded.get("chosen") not in (
-        "fp32",
-        *candidates,
-    )
-    stale = other_limits or pesq_since or asr_since or other_candidates
+    stale = _stale(recorded, gate, cpu, candidates)
     if choice is None or again or unjudged or stale:
         chosen, reason, verdicts = evaluate(load, candidates, gate)
         verdict = {
@@ -89,3 +76,18 @@ def settle_precision(
         status = f"up to date: {choice.manifest['reason']}"
     seconds = time.perf_counter() - started
     return BuildResult(name, f"{stage}/precision", status, choice.directory, seconds)
+
+
+def _stale(recorded: dict, gate: GateSet, cpu: CpuClass, candidates: tuple[str, ...]) -> bool:
+    """Whether a recorded choice is to be judged again: made under other limits (those decided
+    in issue 54 came after earlier choices), before the pesq package or the ASR check it asks
+    for were installed (the `gate` extra), or among other candidates (before the CPU classes,
+    or as another class)."""
+    other_limits = recorded.get("limits") != gate.limits()
+    pesq_since = gate.asks_pesq() and not recorded.get("pesq_measured") and gate.pesq() is not None
+    asr_since = ASR_MISSING in recorded.get("reason", "") and gate.transcriber() is not None
+    other_candidates = recorded.get("cpu_class") != cpu.name or recorded.get("chosen") not in (
+        "fp32",
+        *candidates,
+    )
+    return other_limits or pesq_since or asr_since or other_candidates
