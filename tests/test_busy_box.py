@@ -63,10 +63,18 @@ class Counters:
         self.own += round(own_cores * seconds * cpu_load.TICKS_PER_S)
 
 
-def step(counters: Counters, load: OtherLoad, busy_cores: float, own_cores: float) -> None:
-    """One sampling interval passes, with this load, and the sampler reads the counters."""
-    counters.advance(cpu_load.SAMPLE_EVERY_S, busy_cores, own_cores)
-    load.sample()
+def hold(
+    counters: Counters,
+    load: OtherLoad,
+    busy_cores: float,
+    own_cores: float,
+    intervals: int = cpu_load.WINDOW_SAMPLES,
+) -> None:
+    """`intervals` sampling intervals pass with this load, the sampler reading the counters
+    after each."""
+    for _ in range(intervals):
+        counters.advance(cpu_load.SAMPLE_EVERY_S, busy_cores, own_cores)
+        load.sample()
 
 
 def test_the_load_counts_other_processes_and_not_this_one():
@@ -74,11 +82,9 @@ def test_the_load_counts_other_processes_and_not_this_one():
     load = counters.load()
     load.sample()
     assert load.cores() == 0.0  # one reading: nothing to compare yet
-    for _ in range(cpu_load.WINDOW_SAMPLES):
-        step(counters, load, busy_cores=2.0, own_cores=1.0)
+    hold(counters, load, busy_cores=2.0, own_cores=1.0)
     assert load.cores() == pytest.approx(1.0)
-    for _ in range(cpu_load.WINDOW_SAMPLES):  # this process takes both cores: nobody else
-        step(counters, load, busy_cores=2.0, own_cores=2.0)
+    hold(counters, load, busy_cores=2.0, own_cores=2.0)  # this process takes both cores
     assert load.cores() == pytest.approx(0.0)
 
 
@@ -86,12 +92,11 @@ def test_a_burst_that_has_ended_does_not_count_a_load_that_holds_does():
     counters = Counters()
     load = counters.load()
     load.sample()
-    for _ in range(cpu_load.WINDOW_SAMPLES):  # another process's request, ended just now
-        step(counters, load, busy_cores=1.0, own_cores=0.0)
-    step(counters, load, busy_cores=0.0, own_cores=0.0)
+    hold(counters, load, busy_cores=1.0, own_cores=0.0)  # another process's request...
+    hold(counters, load, busy_cores=0.0, own_cores=0.0, intervals=1)  # ... ended just now
     assert load.cores() == pytest.approx(0.0)
-    for _ in range(cpu_load.WINDOW_SAMPLES - 1):  # a recorder that keeps a core busy
-        step(counters, load, busy_cores=1.0, own_cores=0.0)
+    intervals = cpu_load.WINDOW_SAMPLES - 1
+    hold(counters, load, busy_cores=1.0, own_cores=0.0, intervals=intervals)  # a recorder
     assert load.cores() == pytest.approx(1.0)
 
 
@@ -102,8 +107,8 @@ def test_the_load_is_of_the_last_intervals_only():
     counters.advance(60, busy_cores=1.0, own_cores=0.0)  # a minute with another process busy
     load.sample()
     assert load.cores() == pytest.approx(1.0)
-    for _ in range(cpu_load.WINDOW_SAMPLES - 1):  # it stopped
-        step(counters, load, busy_cores=0.0, own_cores=0.0)
+    intervals = cpu_load.WINDOW_SAMPLES - 1
+    hold(counters, load, busy_cores=0.0, own_cores=0.0, intervals=intervals)  # it stopped
     assert load.cores() == pytest.approx(0.0)
 
 

@@ -39,6 +39,7 @@ fastvoice and each peer) under --out.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import re
@@ -132,8 +133,6 @@ KOKORO_TEXTS = {
 WYOMING_PIPER = "wyoming-piper"
 # What every peer runs: its voice's own graph, as published, in ONNX Runtime's default session.
 PEER_RUNS = "fp32, published graph"
-# What fastvoice's voice ran at, per config document (a worker reports it as it loads).
-RUNS: dict[str, dict | None] = {}
 
 
 class Worker:
@@ -149,8 +148,6 @@ class Worker:
         )
         ready = self.ask_raw()  # {"ready": true, "runs": ...} once loaded and warmed up
         self.runs: dict | None = ready.get("runs")  # fastvoice: what its voice runs at
-        if system == "fastvoice":
-            RUNS[json.dumps(config_document, sort_keys=True)] = self.runs
 
     @property
     def pid(self) -> int:
@@ -262,12 +259,17 @@ def runs_detail(runs: dict | None) -> str:
 
 
 def fastvoice_runs(document: dict) -> dict | None:
-    """What fastvoice's voice runs at under this config: from the worker that loaded it in this
-    run, else from one loaded to say it (and closed before any timing)."""
-    key = json.dumps(document, sort_keys=True)
-    if key not in RUNS:
-        Worker("fastvoice", document).close()
-    return RUNS.get(key)
+    """What fastvoice's voice runs at under this config, for a section with no worker of its
+    own (a cold `say`, the Wyoming servers): a worker loaded to say it, closed before any
+    timing, once per config."""
+    return _runs_of(json.dumps(document, sort_keys=True))
+
+
+@functools.cache
+def _runs_of(document_json: str) -> dict | None:
+    worker = Worker("fastvoice", json.loads(document_json))
+    worker.close()
+    return worker.runs
 
 
 def _peak_rss_mb(pid: int, peak: list[float], running: threading.Event) -> None:
